@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pvread selftest: the device refuses what it must, and libpvread's reads
+ * are the kernel's -- exactly per vCPU, within the published bound against
+ * clock_gettime, never backwards.
+ *
+ *   pvread_test --xen    in a Xen guest with pvread.ko loaded
+ *   pvread_test --plain  in a guest without Xen: no device, libc answers
+ *
+ * Every read is checked; reads run for at least --seconds per case and at
+ * least --reads per vCPU.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/pvread.h>
+
+#include "kselftest.h"
+#include "pvread.h"
+
+/* Under emulation the records disagree by milliseconds: let reads through
+ * and check them against the bound the module publishes instead. */
+#define TEST_TOLERANCE_NS "1000000000"
+#define BATCH 64
+
+static long min_reads = 100000;
+static double min_seconds = 2.0;
+static int cpus[1024];
+static int nr_cpus;
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+static int64_t sys_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	if (syscall(SYS_clock_gettime, clock, &ts))
+		ksft_exit_fail_msg("clock_gettime(%d): %s\n", clock,
+				   strerror(errno));
+	return ts_ns(&ts);
+}
+
+static double elapsed(int64_t since)
+{
+	return (sys_ns(CLOCK_MONOTONIC) - since) / 1e9;
+}
+
+static bool pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+static void unpin(void)
+{
+	cpu_set_t set;
+	int i;
+
+	CPU_ZERO(&set);
+	for (i = 0; i < nr_cpus; i++)
+		CPU_SET(cpus[i], &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void find_cpus(void)
+{
+	cpu_set_t set;
+	int i;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		ksft_exit_fail_msg("sched_getaffinity: %s\n", strerror(errno));
+	for (i = 0; i < CPU_SETSIZE && nr_cpus < 1024; i++)
+		if (CPU_ISSET(i, &set))
+			cpus[nr_cpus++] = i;
+}
+
+static uint64_t bound_now(void)
+{
+	struct pvread_info info;
+
+	pvread_get_info(&info);
+	return info.error_bound_ns;
+}
+
+/* ---- the device refuses what it must ---- */
+
+static void expect_errno(bool failed, int err, int want, const char *what)
+{
+	if (failed && err == want)
+		ksft_test_result_pass("%s: %s\n", what, strerror(want));
+	else if (!failed)
+		ksft_test_result_fail("%s: succeeded, want %s\n", what,
+				      strerror(want));
+	else
+		ksft_test_result_fail("%s: %s, want %s\n", what, strerror(err),
+				      strerror(want));
+}
+
+static void test_device_refusals(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	const struct pvread_header *h;
+	struct pvread_reference ref;
+	size_t size;
+	void *p;
+	int fd, ret;
+
+	fd = open(PVREAD_DEVICE, O_RDWR);
+	expect_errno(fd < 0, errno, EPERM, "open O_RDWR refused");
+	if (fd >= 0)
+		close(fd);
+	fd = open(PVREAD_DEVICE, O_WRONLY);
+	expect_errno(fd < 0, errno, EPERM, "open O_WRONLY refused");
+	if (fd >= 0)
+		close(fd);
+
+	fd = open(PVREAD_DEVICE, O_RDONLY);
+	if (fd < 0)
+		ksft_exit_fail_msg("open %s: %s\n", PVREAD_DEVICE,
+				   strerror(errno));
+	h = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		ksft_exit_fail_msg("mmap PROT_READ: %s\n", strerror(errno));
+	size = h->map_size;
+	ksft_test_result(h->magic == PVREAD_MAGIC &&
+			 h->abi_version == PVREAD_ABI_VERSION &&
+			 size == (size_t)h->record_offset +
+			 (((size_t)h->nr_records * h->record_stride + page - 1) &
+			  ~(size_t)(page - 1)),
+			 "header: magic %#x abi %u, %u records, %zu bytes\n",
+			 h->magic, h->abi_version, h->nr_records, size);
+
+	ret = mprotect((void *)h, page, PROT_READ | PROT_WRITE);
+	expect_errno(ret, errno, EACCES, "mprotect PROT_WRITE refused");
+	munmap((void *)h, page);
+
+	p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	expect_errno(p == MAP_FAILED, errno, EACCES,
+		     "mmap PROT_WRITE MAP_SHARED refused");
+	p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	expect_errno(p == MAP_FAILED, errno, EACCES,
+		     "mmap PROT_WRITE MAP_PRIVATE refused");
+	p = mmap(NULL, page, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+	expect_errno(p == MAP_FAILED, errno, EPERM, "mmap PROT_EXEC refused");
+	p = mmap(NULL, size + page, PROT_READ, MAP_SHARED, fd, 0);
+	expect_errno(p == MAP_FAILED, errno, EINVAL,
+		     "mmap longer than published refused");
+	p = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, size);
+	expect_errno(p == MAP_FAILED, errno, EINVAL,
+		     "mmap at offset past the end refused");
+
+	ret = ioctl(fd, _IO(PVREAD_IOC_MAGIC, 0x7f));
+	expect_errno(ret, errno, ENOTTY, "unknown ioctl refused");
+	ret = ioctl(fd, PVREAD_IOC_REFERENCE, &ref);
+	ksft_test_result(ret == 0 && ref.cycles,
+			 "reference ioctl: cpu %u cycles %llu\n", ref.cpu,
+			 (unsigned long long)ref.cycles);
+	close(fd);
+}
+
+/* ---- (d) Xen keeps every record current ---- */
+
+static void test_records_update(void)
+{
+	struct pvread_sample s0, s;
+	int i, failures = 0;
+	int64_t t0;
+
+	for (i = 0; i < nr_cpus; i++) {
+		if (!pin(cpus[i]) || pvread_sample_pvclock(&s0)) {
+			ksft_print_msg("cpu%d: no sample: %s\n", cpus[i],
+				       strerror(errno));
+			failures++;
+			continue;
+		}
+		t0 = sys_ns(CLOCK_MONOTONIC);
+		do {
+			if (pvread_sample_pvclock(&s))
+				continue;
+		} while (s.version == s0.version && elapsed(t0) < 10);
+		ksft_print_msg("cpu%d: record version %u -> %u after %.3f s\n",
+			       cpus[i], s0.version, s.version, elapsed(t0));
+		if (s.version == s0.version || s.cpu != (uint32_t)cpus[i])
+			failures++;
+	}
+	unpin();
+	ksft_test_result(!failures, "records update on every vCPU\n");
+}
+
+/* ---- (a) per vCPU, the library's pvclock is the kernel's ---- */
+
+static bool reference(int fd, struct pvread_reference *ref)
+{
+	return ioctl(fd, PVREAD_IOC_REFERENCE, ref) == 0;
+}
+
+static void test_exact_per_vcpu(int cpu)
+{
+	long reads = 0, checked = 0, changed = 0, violations = 0, wrong_cpu = 0;
+	struct pvread_reference before, after;
+	struct pvread_sample s[BATCH];
+	int64_t t0;
+	int fd, i;
+
+	fd = open(PVREAD_DEVICE, O_RDONLY);
+	if (fd < 0 || !pin(cpu)) {
+		ksft_test_result_fail("exact on cpu%d: setup: %s\n", cpu,
+				      strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	t0 = sys_ns(CLOCK_MONOTONIC);
+	while (reads < min_reads || elapsed(t0) < min_seconds) {
+		if (!reference(fd, &before))
+			break;
+		for (i = 0; i < BATCH; i++)
+			if (pvread_sample_pvclock(&s[i]))
+				s[i].cycles = 0;
+		if (!reference(fd, &after))
+			break;
+		for (i = 0; i < BATCH; i++) {
+			reads++;
+			if (s[i].cpu != (uint32_t)cpu ||
+			    before.cpu != (uint32_t)cpu ||
+			    after.cpu != (uint32_t)cpu) {
+				wrong_cpu++;
+				continue;
+			}
+			if (!s[i].cycles || before.version != after.version ||
+			    s[i].version != before.version) {
+				changed++;
+				continue;
+			}
+			checked++;
+			if (s[i].cycles < before.cycles ||
+			    s[i].cycles > after.cycles ||
+			    (i && s[i].cycles < s[i - 1].cycles)) {
+				if (violations++ < 5)
+					ksft_print_msg("cpu%d: %llu not in [%llu, %llu]\n",
+						       cpu,
+						       (unsigned long long)s[i].cycles,
+						       (unsigned long long)before.cycles,
+						       (unsigned long long)after.cycles);
+			}
+		}
+	}
+	close(fd);
+	unpin();
+	ksft_print_msg("cpu%d: %ld reads, %ld checked, %ld skipped (record rewritten), %ld on a wrong cpu, %ld violations\n",
+		       cpu, reads, checked, changed, wrong_cpu, violations);
+	ksft_test_result(reads >= min_reads && checked >= reads / 2 &&
+			 !violations && !wrong_cpu,
+			 "exact on cpu%d: library pvclock within kernel's before/after\n",
+			 cpu);
+}
+
+/* ---- (b) against clock_gettime, within the published bound ---- */
+
+static void test_bounded(clockid_t clock, const char *name)
+{
+	long reads = 0, beyond = 0, fast_reads;
+	int64_t t0, s1, s2, v, dev, worst = 0;
+	uint64_t b0, b1, bound, max_bound = 0;
+	struct pvread_stats st0, st1;
+	struct timespec ts;
+	int i, c = 0;
+
+	pvread_get_stats(&st0);
+	t0 = sys_ns(CLOCK_MONOTONIC);
+	while (reads < min_reads * nr_cpus || elapsed(t0) < min_seconds) {
+		/* Move between vCPUs so every record is compared. */
+		if (reads % (BATCH * 16) == 0)
+			pin(cpus[c++ % nr_cpus]);
+		b0 = bound_now();
+		s1 = sys_ns(clock);
+		for (i = 0; i < BATCH; i++) {
+			pvread_clock_gettime(clock, &ts);
+			s2 = sys_ns(clock);
+			b1 = bound_now();
+			bound = b0 > b1 ? b0 : b1;
+			if (bound > max_bound)
+				max_bound = bound;
+			v = ts_ns(&ts);
+			dev = v < s1 ? s1 - v : (v > s2 ? v - s2 : 0);
+			if (dev > worst)
+				worst = dev;
+			if ((uint64_t)dev > bound && beyond++ < 5)
+				ksft_print_msg("%s: %lld ns outside [%lld, %lld], bound %llu\n",
+					       name, (long long)v, (long long)s1,
+					       (long long)s2,
+					       (unsigned long long)bound);
+			reads++;
+			s1 = s2;
+			b0 = b1;
+		}
+	}
+	unpin();
+	pvread_get_stats(&st1);
+	fast_reads = st1.fast - st0.fast;
+	ksft_print_msg("%s: %ld reads (%ld fast), largest deviation %lld ns, published bound up to %llu ns, %ld beyond\n",
+		       name, reads, fast_reads, (long long)worst,
+		       (unsigned long long)max_bound, beyond);
+	ksft_test_result(!beyond && fast_reads >= reads * 9 / 10,
+			 "%s within the published bound of the syscall\n", name);
+}
+
+/* ---- (c) CLOCK_MONOTONIC never steps back, across vCPU switches ---- */
+
+struct mono_thread {
+	pthread_t tid;
+	int index;
+	long reads, backwards, switches;
+	int64_t worst_warp;	/* largest raw pvclock step back at a switch */
+};
+
+static void *mono_reader(void *arg)
+{
+	struct mono_thread *t = arg;
+	struct pvread_sample before, after;
+	struct timespec ts;
+	int64_t prev = 0, v, t0 = sys_ns(CLOCK_MONOTONIC);
+	int c = t->index;
+
+	while (t->reads < min_reads * 2 || elapsed(t0) < min_seconds) {
+		if (t->reads % 1000 == 0) {
+			bool have = !pvread_sample_pvclock(&before);
+
+			pin(cpus[c++ % nr_cpus]);
+			t->switches++;
+			if (have && !pvread_sample_pvclock(&after) &&
+			    after.cpu != before.cpu &&
+			    (int64_t)(before.cycles - after.cycles) > t->worst_warp)
+				t->worst_warp = before.cycles - after.cycles;
+		}
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		v = ts_ns(&ts);
+		if (v < prev)
+			t->backwards++;
+		prev = v;
+		t->reads++;
+	}
+	return NULL;
+}
+
+static void test_monotonic(void)
+{
+	struct mono_thread t[2] = { { .index = 0 }, { .index = 1 } };
+	long backwards = 0, reads = 0, switches = 0;
+	int64_t warp = 0;
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (pthread_create(&t[i].tid, NULL, mono_reader, &t[i]))
+			ksft_exit_fail_msg("pthread_create\n");
+	for (i = 0; i < 2; i++) {
+		pthread_join(t[i].tid, NULL);
+		reads += t[i].reads;
+		backwards += t[i].backwards;
+		switches += t[i].switches;
+		if (t[i].worst_warp > warp)
+			warp = t[i].worst_warp;
+	}
+	ksft_print_msg("CLOCK_MONOTONIC: %ld reads on 2 threads, %ld vCPU switches, %ld backward steps; raw cross-vCPU warp up to %lld ns\n",
+		       reads, switches, backwards, (long long)warp);
+	ksft_test_result(!backwards && reads >= min_reads * 4,
+			 "CLOCK_MONOTONIC never goes backwards across vCPUs\n");
+}
+
+/* ---- without Xen: no device, and libc answers every read ---- */
+
+static void test_plain(void)
+{
+	struct pvread_stats st;
+	struct pvread_info info;
+	struct timespec ts;
+	long reads = 0, outside = 0;
+	int64_t s1, s2, v, t0;
+	struct stat sb;
+
+	ksft_test_result(stat(PVREAD_DEVICE, &sb) && errno == ENOENT,
+			 "no %s without Xen\n", PVREAD_DEVICE);
+	pvread_get_info(&info);
+	t0 = sys_ns(CLOCK_MONOTONIC);
+	while (reads < min_reads || elapsed(t0) < min_seconds) {
+		s1 = sys_ns(CLOCK_MONOTONIC);
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		s2 = sys_ns(CLOCK_MONOTONIC);
+		v = ts_ns(&ts);
+		outside += v < s1 || v > s2;
+		reads++;
+	}
+	pvread_get_stats(&st);
+	ksft_print_msg("fallback: %ld reads, %llu fast, %llu via libc, %ld outside the syscalls\n",
+		       reads, (unsigned long long)st.fast,
+		       (unsigned long long)st.slow, outside);
+	ksft_test_result(!info.mapped && !st.fast && !outside,
+			 "library falls back to libc and is exact\n");
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: pvread_test --xen|--plain [--reads N] [--seconds S]\n");
+	exit(KSFT_FAIL);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "xen", no_argument, NULL, 'x' },
+		{ "plain", no_argument, NULL, 'p' },
+		{ "reads", required_argument, NULL, 'n' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ }
+	};
+	int opt, machine = 0, i;
+	struct pvread_info info;
+
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'x':
+		case 'p':
+			machine = opt;
+			break;
+		case 'n':
+			min_reads = atol(optarg);
+			break;
+		case 's':
+			min_seconds = atof(optarg);
+			break;
+		default:
+			usage();
+		}
+	}
+	if (!machine)
+		usage();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	find_cpus();
+	ksft_print_header();
+
+	if (machine == 'p') {
+		ksft_set_plan(2);
+		test_plain();
+		ksft_finished();
+	}
+
+	setenv("PVREAD_MAX_ERROR_NS", TEST_TOLERANCE_NS, 1);
+	ksft_set_plan(12 + 1 + nr_cpus + 2 + 1);
+	test_device_refusals();
+	/* The module needs a few seconds of history before it vouches. */
+	for (i = 0; i < 100; i++) {
+		pvread_get_info(&info);
+		if (info.fast)
+			break;
+		usleep(100000);
+	}
+	ksft_print_msg("%u vCPUs, %u records registered, mode %u, flags %#x, spread %llu ns, bound %llu ns, tolerance %llu ns\n",
+		       nr_cpus, info.nr_registered, info.mode, info.flags,
+		       (unsigned long long)info.spread_ns,
+		       (unsigned long long)info.error_bound_ns,
+		       (unsigned long long)info.tolerance_ns);
+	test_records_update();
+	for (i = 0; i < nr_cpus; i++)
+		test_exact_per_vcpu(cpus[i]);
+	test_bounded(CLOCK_MONOTONIC, "CLOCK_MONOTONIC");
+	test_bounded(CLOCK_REALTIME, "CLOCK_REALTIME");
+	test_monotonic();
+	ksft_finished();
+}

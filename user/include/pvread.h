@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libpvread: clock_gettime() without a system call on Xen guests whose
+ * clocksource is "xen", from the records pvread.ko publishes in /dev/pvread.
+ *
+ * Every call answers like its libc namesake.  When the fast path cannot
+ * vouch for its answer -- no module, a clocksource other than "xen", records
+ * being rewritten, a published error bound above the caller's tolerance --
+ * the call is the libc call, and so exactly the kernel's answer.
+ *
+ * The tolerance is PVREAD_MAX_ERROR_NS from the environment, read once at
+ * the first call: the largest deviation from the kernel's clock, in ns, the
+ * caller accepts (default 100000; 0 accepts only exact readings).
+ *
+ * CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW and CLOCK_BOOTTIME never go back
+ * within a process, on any thread and any CPU, across fast and slow paths.
+ *
+ * All functions are thread-safe and async-signal-safe; the first call maps
+ * the device (open, mmap, close) and a signal handler or thread that races
+ * with it takes the slow path meanwhile.
+ */
+#ifndef PVREAD_H
+#define PVREAD_H
+
+#include <stdint.h>
+#include <sys/time.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PVREAD_API __attribute__((visibility("default")))
+
+PVREAD_API int pvread_clock_gettime(clockid_t clock, struct timespec *ts);
+PVREAD_API int pvread_gettimeofday(struct timeval *tv, void *tz);
+PVREAD_API time_t pvread_time(time_t *t);
+
+/* What the fast path sees; for status tools and tests. */
+struct pvread_info {
+	int mapped;		/* 1 when /dev/pvread is mapped */
+	uint32_t mode;		/* PVREAD_MODE_* of <linux/pvread.h> */
+	uint32_t flags;		/* PVREAD_FLAG_* */
+	uint32_t nr_records;
+	uint32_t nr_registered;
+	uint64_t error_bound_ns;	/* published by the module */
+	uint64_t spread_ns;	/* records' disagreement at the last update */
+	uint64_t updates;	/* timekeeper updates mirrored */
+	uint64_t tolerance_ns;	/* PVREAD_MAX_ERROR_NS in force */
+	int fast;		/* 1 when a read now would take the fast path */
+};
+PVREAD_API int pvread_get_info(struct pvread_info *info);
+
+/*
+ * One raw pvclock reading on the calling CPU, without the timekeeper
+ * conversion, the error bound or the monotonic guard: the record of the CPU
+ * rdtscp ran on, evaluated at that TSC.  0, or -1 with errno ENODEV (no
+ * usable mapping) or EAGAIN (the record kept changing).
+ */
+struct pvread_sample {
+	uint64_t tsc;
+	uint64_t cycles;	/* pvclock ns, the "xen" clocksource's cycles */
+	uint32_t cpu;
+	uint32_t version;	/* of the record that was read */
+};
+PVREAD_API int pvread_sample_pvclock(struct pvread_sample *sample);
+
+/* Per-thread counters of how reads were answered. */
+struct pvread_stats {
+	uint64_t fast;		/* answered from the page */
+	uint64_t slow;		/* answered by libc's clock_gettime */
+	uint64_t retries;	/* record or header changed during a read */
+	uint64_t clamped;	/* raised to a value already returned */
+};
+PVREAD_API void pvread_get_stats(struct pvread_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PVREAD_H */

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * libpvread: the read path.  See include/uapi/linux/pvread.h for the page
+ * and the arithmetic; every step that cannot vouch for its answer returns
+ * false and the caller asks libc instead.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <linux/pvread.h>
+
+#include "pvread.h"
+
+#define NSEC_PER_SEC 1000000000LL
+#define DEFAULT_TOLERANCE_NS 100000ULL
+#define MAX_TRIES 8
+
+/* The page is written concurrently by Xen and the module. */
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define RMB() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+
+struct mapping {
+	const struct pvread_header *hdr;
+	const unsigned char *records;
+	uint32_t nr_records;
+	uint32_t stride;
+	uint64_t tolerance_ns;
+};
+
+enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT };
+
+/* Written once by the thread that wins MAP_UNTRIED -> MAP_BUSY. */
+static struct mapping the_map;
+static _Atomic int map_state = MAP_UNTRIED;
+
+/* Per-process floors of the clocks that must never go back. */
+static _Atomic int64_t floor_ns[PVREAD_NR_CLOCK_BASES];
+
+static __thread struct pvread_stats stats
+	__attribute__((tls_model("initial-exec")));
+
+static uint64_t tolerance_from_env(void)
+{
+	const char *s = getenv("PVREAD_MAX_ERROR_NS");
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s)
+		return DEFAULT_TOLERANCE_NS;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || *end || *s == '-')
+		return DEFAULT_TOLERANCE_NS;
+	return v;
+}
+
+static bool map_device(struct mapping *m)
+{
+	const struct pvread_header *h;
+	uint32_t size;
+	void *p;
+	int fd;
+
+	fd = open(PVREAD_DEVICE, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	p = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		goto fail;
+	h = p;
+	size = h->map_size;
+	if (h->magic != PVREAD_MAGIC || h->abi_version != PVREAD_ABI_VERSION ||
+	    h->record_stride < sizeof(struct pvread_record) ||
+	    (uint64_t)h->record_offset +
+	    (uint64_t)h->nr_records * h->record_stride > size) {
+		munmap(p, sizeof(*h));
+		goto fail;
+	}
+	munmap(p, sizeof(*h));
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		goto fail;
+	close(fd);
+	h = p;
+	m->hdr = h;
+	m->records = (const unsigned char *)p + h->record_offset;
+	m->nr_records = h->nr_records;
+	m->stride = h->record_stride;
+	m->tolerance_ns = tolerance_from_env();
+	return true;
+fail:
+	close(fd);
+	return false;
+}
+
+/* The mapping, or NULL while it is absent or being made by someone else. */
+static const struct mapping *get_map(void)
+{
+	int state = atomic_load_explicit(&map_state, memory_order_acquire);
+	int saved_errno;
+
+	if (state == MAP_READY)
+		return &the_map;
+	if (state != MAP_UNTRIED ||
+	    !atomic_compare_exchange_strong(&map_state, &state, MAP_BUSY))
+		return NULL;
+	saved_errno = errno;
+	state = map_device(&the_map) ? MAP_READY : MAP_ABSENT;
+	errno = saved_errno;
+	atomic_store_explicit(&map_state, state, memory_order_release);
+	return state == MAP_READY ? &the_map : NULL;
+}
+
+enum read_result { READ_OK, READ_RETRY, READ_NO };
+
+/*
+ * The "xen" clocksource's cycles on the CPU this runs on, from its record:
+ * rdtscp names the CPU in the same instruction that reads the TSC.
+ */
+static inline enum read_result read_cycles(const struct mapping *m,
+					   struct pvread_sample *s)
+{
+	const struct pvread_record *r;
+	uint64_t tsc_timestamp, system_time, delta;
+	uint32_t version, mul, aux, cpu;
+	int8_t shift;
+
+	s->tsc = __rdtscp(&aux);
+	cpu = aux & PVREAD_TSC_AUX_CPU_MASK;
+	if (cpu >= m->nr_records)
+		return READ_NO;
+	r = (const struct pvread_record *)(m->records + (size_t)cpu * m->stride);
+	if (!(LOAD(r->state) & PVREAD_RECORD_REGISTERED))
+		return READ_NO;
+	version = LOAD(r->pvclock.version);
+	RMB();
+	tsc_timestamp = LOAD(r->pvclock.tsc_timestamp);
+	system_time = LOAD(r->pvclock.system_time);
+	mul = LOAD(r->pvclock.tsc_to_system_mul);
+	shift = LOAD(r->pvclock.tsc_shift);
+	RMB();
+	if ((version & 1) || LOAD(r->pvclock.version) != version)
+		return READ_RETRY;
+	/* Xen rewrote the record after our TSC read: its line starts later. */
+	if (s->tsc < tsc_timestamp)
+		return READ_RETRY;
+	delta = s->tsc - tsc_timestamp;
+	delta = shift < 0 ? delta >> -shift : delta << shift;
+	s->cycles = system_time +
+		    (uint64_t)(((unsigned __int128)delta * mul) >> 32);
+	s->cpu = cpu;
+	s->version = version;
+	return READ_OK;
+}
+
+static inline bool is_coarse(clockid_t clock)
+{
+	return clock == CLOCK_REALTIME_COARSE || clock == CLOCK_MONOTONIC_COARSE;
+}
+
+static inline bool is_mirrored(clockid_t clock)
+{
+	switch (clock) {
+	case CLOCK_REALTIME:
+	case CLOCK_MONOTONIC:
+	case CLOCK_MONOTONIC_RAW:
+	case CLOCK_BOOTTIME:
+	case CLOCK_TAI:
+	case CLOCK_REALTIME_COARSE:
+	case CLOCK_MONOTONIC_COARSE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static inline bool never_back(clockid_t clock)
+{
+	return clock == CLOCK_MONOTONIC || clock == CLOCK_MONOTONIC_RAW ||
+	       clock == CLOCK_BOOTTIME;
+}
+
+/* The page's answer for @clock, or false: then libc must answer. */
+static inline bool read_fast(const struct mapping *m, clockid_t clock,
+			     struct timespec *ts)
+{
+	const struct pvread_header *h = m->hdr;
+	const struct pvread_timekeeper *tk = &h->tk;
+	const struct pvread_clock_base *b = &tk->base[clock];
+	uint64_t cycle_last, mask, max_delta, snsec, delta, ns;
+	uint32_t seq, mult, shift;
+	struct pvread_sample s;
+	int64_t sec;
+	int tries;
+
+	for (tries = 0; tries < MAX_TRIES; tries++) {
+		if (tries)
+			stats.retries++;
+		seq = LOAD(h->seq);
+		RMB();
+		if (seq & 1)
+			continue;
+		if (LOAD(h->mode) != PVREAD_MODE_PERCPU ||
+		    LOAD(h->error_bound_ns) > m->tolerance_ns)
+			return false;
+		sec = LOAD(b->sec);
+		snsec = LOAD(b->snsec);
+		if (is_coarse(clock)) {
+			ns = snsec;
+		} else {
+			switch (read_cycles(m, &s)) {
+			case READ_NO:
+				return false;
+			case READ_RETRY:
+				continue;
+			case READ_OK:
+				break;
+			}
+			if (clock == CLOCK_MONOTONIC_RAW) {
+				cycle_last = LOAD(tk->raw_cycle_last);
+				mult = LOAD(tk->raw_mult);
+				shift = LOAD(tk->raw_shift);
+			} else {
+				cycle_last = LOAD(tk->cycle_last);
+				mult = LOAD(tk->mult);
+				shift = LOAD(tk->shift);
+			}
+			mask = LOAD(tk->mask);
+			max_delta = LOAD(tk->max_delta);
+			/* Behind the last update (another CPU's record): no delta. */
+			delta = (int64_t)(s.cycles - cycle_last) > 0 ?
+				(s.cycles - cycle_last) & mask : 0;
+			if (delta > max_delta)
+				return false;
+			ns = (snsec + delta * mult) >> shift;
+		}
+		RMB();
+		if (LOAD(h->seq) != seq)
+			continue;
+		while (ns >= NSEC_PER_SEC) {
+			ns -= NSEC_PER_SEC;
+			sec++;
+		}
+		ts->tv_sec = sec;
+		ts->tv_nsec = (long)ns;
+		return true;
+	}
+	return false;
+}
+
+/* Never below what this process returned before, on any thread. */
+static inline void apply_floor(clockid_t clock, struct timespec *ts)
+{
+	_Atomic int64_t *f = &floor_ns[clock];
+	int64_t v = ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
+	int64_t cur = atomic_load_explicit(f, memory_order_relaxed);
+
+	while (v > cur)
+		if (atomic_compare_exchange_weak_explicit(f, &cur, v,
+				memory_order_relaxed, memory_order_relaxed))
+			return;
+	if (v < cur) {
+		stats.clamped++;
+		ts->tv_sec = cur / NSEC_PER_SEC;
+		ts->tv_nsec = cur % NSEC_PER_SEC;
+	}
+}
+
+int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
+{
+	const struct mapping *m;
+	int ret;
+
+	if (is_mirrored(clock) && (m = get_map()) && read_fast(m, clock, ts)) {
+		stats.fast++;
+		if (never_back(clock))
+			apply_floor(clock, ts);
+		return 0;
+	}
+	stats.slow++;
+	ret = clock_gettime(clock, ts);
+	if (!ret && is_mirrored(clock) && never_back(clock))
+		apply_floor(clock, ts);
+	return ret;
+}
+
+int pvread_gettimeofday(struct timeval *tv, void *tz)
+{
+	struct timespec ts;
+
+	if (tz || !tv)
+		return gettimeofday(tv, tz);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
+	tv->tv_sec = ts.tv_sec;
+	tv->tv_usec = ts.tv_nsec / 1000;
+	return 0;
+}
+
+time_t pvread_time(time_t *t)
+{
+	struct timespec ts;
+
+	/* time() is the kernel's coarse seconds, not a rounded fine clock. */
+	pvread_clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	if (t)
+		*t = ts.tv_sec;
+	return ts.tv_sec;
+}
+
+int pvread_sample_pvclock(struct pvread_sample *sample)
+{
+	const struct mapping *m = get_map();
+	int tries;
+
+	if (!m || !(LOAD(m->hdr->flags) & PVREAD_FLAG_TSC_AUX)) {
+		errno = ENODEV;
+		return -1;
+	}
+	for (tries = 0; tries < MAX_TRIES; tries++) {
+		switch (read_cycles(m, sample)) {
+		case READ_OK:
+			return 0;
+		case READ_NO:
+			errno = ENODEV;
+			return -1;
+		case READ_RETRY:
+			break;
+		}
+	}
+	errno = EAGAIN;
+	return -1;
+}
+
+int pvread_get_info(struct pvread_info *info)
+{
+	const struct mapping *m = get_map();
+	const struct pvread_header *h;
+	struct timespec ts;
+	uint32_t seq;
+
+	*info = (struct pvread_info){ 0 };
+	if (!m)
+		return 0;
+	h = m->hdr;
+	info->mapped = 1;
+	info->tolerance_ns = m->tolerance_ns;
+	info->nr_records = m->nr_records;
+	do {
+		seq = LOAD(h->seq);
+		RMB();
+		info->mode = LOAD(h->mode);
+		info->flags = LOAD(h->flags);
+		info->nr_registered = LOAD(h->nr_registered);
+		info->error_bound_ns = LOAD(h->error_bound_ns);
+		info->spread_ns = LOAD(h->spread_ns);
+		info->updates = LOAD(h->updates);
+		RMB();
+	} while ((seq & 1) || LOAD(h->seq) != seq);
+	info->fast = read_fast(m, CLOCK_MONOTONIC, &ts);
+	return 0;
+}
+
+void pvread_get_stats(struct pvread_stats *out)
+{
+	*out = stats;
+}

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* pvread-status: what libpvread sees, and how it compares with the kernel. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/pvread.h>
+
+#include "pvread.h"
+
+static const char *mode_name(uint32_t mode)
+{
+	switch (mode) {
+	case PVREAD_MODE_NONE:
+		return "none (every read is a syscall)";
+	case PVREAD_MODE_PERCPU:
+		return "per-cpu records";
+	default:
+		return "unknown";
+	}
+}
+
+static int64_t ns_of(const struct timespec *ts)
+{
+	return ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+int main(void)
+{
+	struct timespec k0, lib, k1;
+	struct pvread_info info;
+	struct pvread_stats st;
+
+	pvread_get_info(&info);
+	if (!info.mapped) {
+		printf("pvread: %s not mapped: every read is libc's clock_gettime\n",
+		       PVREAD_DEVICE);
+		return 1;
+	}
+	printf("mode:            %s\n", mode_name(info.mode));
+	printf("flags:          %s%s%s%s\n",
+	       info.flags & PVREAD_FLAG_XEN_CLOCKSOURCE ? " xen-clocksource" : "",
+	       info.flags & PVREAD_FLAG_TSC_AUX ? " tsc-aux" : "",
+	       info.flags & PVREAD_FLAG_TSC_STABLE ? " tsc-stable" : "",
+	       info.flags & PVREAD_FLAG_CPU0_OWNED_BY_KERNEL ? " cpu0-vdso" : "");
+	printf("records:         %u registered of %u\n", info.nr_registered,
+	       info.nr_records);
+	printf("updates:         %llu\n", (unsigned long long)info.updates);
+	printf("spread:          %llu ns\n", (unsigned long long)info.spread_ns);
+	printf("error bound:     %llu ns\n", (unsigned long long)info.error_bound_ns);
+	printf("tolerance:       %llu ns (PVREAD_MAX_ERROR_NS)\n",
+	       (unsigned long long)info.tolerance_ns);
+	printf("fast path:       %s\n", info.fast ? "yes" : "no");
+
+	syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &k0);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &lib);
+	syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &k1);
+	pvread_get_stats(&st);
+	printf("CLOCK_MONOTONIC: kernel %lld.%09ld, pvread %lld.%09ld (%s), kernel %lld.%09ld\n",
+	       (long long)k0.tv_sec, k0.tv_nsec, (long long)lib.tv_sec,
+	       lib.tv_nsec, st.fast ? "fast" : "syscall",
+	       (long long)k1.tv_sec, k1.tv_nsec);
+	printf("                 pvread - kernel before: %lld ns, kernel after - pvread: %lld ns\n",
+	       (long long)(ns_of(&lib) - ns_of(&k0)),
+	       (long long)(ns_of(&k1) - ns_of(&lib)));
+	return 0;
+}
