@@ -1,0 +1,37 @@
+# pvread: top-level build.
+#   make          pvread.ko, libpvread and tools, the selftests
+#   make demo     boot Xen, load the module, compare syscall and pvread
+#   make check    every test, on the test machines (installs what it needs)
+KSFT_DIR ?= $(CURDIR)/build/ksft
+PAYLOAD := build/payload
+
+all: kmod user selftests
+
+kmod:
+	$(MAKE) -C kmod W1
+
+user:
+	$(MAKE) -C user
+
+$(KSFT_DIR)/kselftest.h:
+	selftests/get-kselftest-headers $(KSFT_DIR)
+
+selftests: user $(KSFT_DIR)/kselftest.h
+	$(MAKE) -C selftests/pvread KSFT_DIR=$(KSFT_DIR) OUTPUT=$(CURDIR)/build/selftests
+
+# What the test machines get in /opt/pvread.
+payload: all
+	rm -rf $(PAYLOAD) && mkdir -p $(PAYLOAD)/bin
+	cp kmod/pvread.ko selftests/pvread/*.sh $(PAYLOAD)/
+	cp build/selftests/pvread_test user/build/pvread-status \
+	   user/build/pvread-bench $(PAYLOAD)/bin/
+
+demo check:
+	vm/$@
+
+clean:
+	$(MAKE) -C kmod clean
+	$(MAKE) -C user clean
+	rm -rf build
+
+.PHONY: all kmod user selftests payload demo check clean

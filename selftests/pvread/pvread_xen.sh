@@ -1,0 +1,41 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# In a Xen guest (dom0 or domU): load pvread.ko, run pvread_test, unload,
+# and check that the kernel complained about nothing.  Prints "ok"/"not ok"
+# lines for each check; exits non-zero when any failed.
+# Usage: pvread_xen.sh [MODULE] [pvread_test options...]
+mod=${1:-./pvread.ko}
+[ $# -gt 0 ] && shift
+failed=0
+check() { # check DESCRIPTION COMMAND...
+	desc=$1; shift
+	if "$@"; then echo "ok - $desc"; else echo "not ok - $desc"; failed=1; fi
+}
+
+cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)
+echo "# clocksource: $cs; vCPUs online: $(grep -c ^processor /proc/cpuinfo)"
+check "clocksource is xen" [ "$cs" = xen ]
+check "insmod pvread.ko" insmod "$mod"
+check "module listed" grep -q '^pvread ' /proc/modules
+check "/dev/pvread is a read-only char device" \
+	sh -c 'ls -l /dev/pvread | grep -q "^cr--r--r--"'
+dmesg | grep 'pvread:' | sed 's/^/# /'
+pvread-status | sed 's/^/# /'
+
+pvread_test --xen "$@"
+rc=$?
+check "pvread_test --xen (exit $rc)" [ $rc -eq 0 ]
+
+# Refused while the device is open (a process holding it mapped).
+pvread-bench -l 2000000000 -v pvread >/dev/null 2>&1 &
+holder=$!
+sleep 1
+check "rmmod refused while mapped" sh -c '! rmmod pvread 2>/dev/null'
+kill $holder; wait $holder 2>/dev/null
+check "rmmod after the last user" rmmod pvread
+check "module gone" sh -c '! grep -q "^pvread " /proc/modules'
+
+bad=$(dmesg | grep -E 'BUG|WARNING|Oops|Call Trace|refcount')
+[ -n "$bad" ] && echo "$bad" | sed 's/^/# dmesg: /'
+check "dmesg free of BUG/WARNING/Oops/Call Trace" [ -z "$bad" ]
+exit $failed
