@@ -5,11 +5,7 @@
 # Usage: pvread_plain.sh [MODULE] [pvread_test options...]
 mod=${1:-./pvread.ko}
 [ $# -gt 0 ] && shift
-failed=0
-check() {
-	desc=$1; shift
-	if "$@"; then echo "ok - $desc"; else echo "not ok - $desc"; failed=1; fi
-}
+. "$(dirname "$0")/pvread_lib.sh"
 
 cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)
 echo "# clocksource: $cs"
@@ -18,15 +14,17 @@ out=$(insmod "$mod" 2>&1)
 rc=$?
 echo "# insmod: $out"
 check "insmod fails" [ $rc -ne 0 ]
-check "insmod error is ENODEV" sh -c "echo '$out' | grep -q 'No such device'"
-check "dmesg says why" sh -c "dmesg | grep -q 'pvread: not running on Xen'"
+case $out in *"No such device"*) enodev=1 ;; *) enodev=0 ;; esac
+check "insmod error is ENODEV" [ $enodev -eq 1 ]
+# busybox insmod retries init_module(2) after finit_module(2) fails, so the
+# line appears once per attempt: twice.
+dmesg | grep 'pvread:' | sed 's/^/# dmesg: /'
+check "dmesg says why" sh -c 'dmesg | grep -q "pvread: not running on Xen"'
 check "module not loaded" sh -c '! grep -q "^pvread " /proc/modules'
 
 pvread_test --plain "$@"
 rc=$?
 check "pvread_test --plain (exit $rc)" [ $rc -eq 0 ]
 
-bad=$(dmesg | grep -E 'BUG|WARNING|Oops|Call Trace|refcount')
-[ -n "$bad" ] && echo "$bad" | sed 's/^/# dmesg: /'
-check "dmesg free of BUG/WARNING/Oops/Call Trace" [ -z "$bad" ]
+check_dmesg
 exit $failed

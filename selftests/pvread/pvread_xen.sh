@@ -6,11 +6,7 @@
 # Usage: pvread_xen.sh [MODULE] [pvread_test options...]
 mod=${1:-./pvread.ko}
 [ $# -gt 0 ] && shift
-failed=0
-check() { # check DESCRIPTION COMMAND...
-	desc=$1; shift
-	if "$@"; then echo "ok - $desc"; else echo "not ok - $desc"; failed=1; fi
-}
+. "$(dirname "$0")/pvread_lib.sh"
 
 cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)
 echo "# clocksource: $cs; vCPUs online: $(grep -c ^processor /proc/cpuinfo)"
@@ -35,7 +31,5 @@ kill $holder; wait $holder 2>/dev/null
 check "rmmod after the last user" rmmod pvread
 check "module gone" sh -c '! grep -q "^pvread " /proc/modules'
 
-bad=$(dmesg | grep -E 'BUG|WARNING|Oops|Call Trace|refcount')
-[ -n "$bad" ] && echo "$bad" | sed 's/^/# dmesg: /'
-check "dmesg free of BUG/WARNING/Oops/Call Trace" [ -z "$bad" ]
+check_dmesg
 exit $failed
