@@ -28,13 +28,27 @@ static int64_t ns_of(const struct timespec *ts)
 	return ts->tv_sec * 1000000000LL + ts->tv_nsec;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct timespec k0, lib, k1;
 	struct pvread_info info;
 	struct pvread_stats st;
+	double wait = 0;
+	int opt;
 
-	pvread_get_info(&info);
+	while ((opt = getopt(argc, argv, "w:")) != -1) {
+		if (opt != 'w') {
+			fprintf(stderr, "usage: pvread-status [-w SECONDS]\n"
+				"  -w  first wait up to SECONDS for the fast path\n");
+			return 2;
+		}
+		wait = atof(optarg);
+	}
+	/* A freshly loaded module needs a few updates of history first. */
+	for (pvread_get_info(&info); !info.fast && wait > 0; wait -= 0.1) {
+		usleep(100000);
+		pvread_get_info(&info);
+	}
 	if (!info.mapped) {
 		printf("pvread: %s not mapped: every read is libc's clock_gettime\n",
 		       PVREAD_DEVICE);
