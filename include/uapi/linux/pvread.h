@@ -19,8 +19,10 @@
  *     a different value means retry.
  *  2. header.mode tells how (or whether) to read, see PVREAD_MODE_*.
  *  3. In PVREAD_MODE_PERCPU, rdtscp returns the TSC and, in the low 12 bits
- *     of TSC_AUX, the CPU whose record describes that TSC value.  The record
- *     must have PVREAD_RECORD_REGISTERED in its state, an even pvclock
+ *     of TSC_AUX, the CPU whose record describes that TSC value.  In
+ *     PVREAD_MODE_STABLE (Xen set PVCLOCK_TSC_STABLE_BIT: every vCPU's
+ *     record gives the same time) record header.stable_record describes the
+ *     TSC of every CPU, and a plain rdtsc will do.  The record must have PVREAD_RECORD_REGISTERED in its state, an even pvclock
  *     version equal before and after the fields are read, and a
  *     tsc_timestamp not later than the TSC value.
  *  4. cycles = system_time + ((tsc - tsc_timestamp) << tsc_shift, or >> if
@@ -52,6 +54,7 @@
 /* header.mode */
 #define PVREAD_MODE_NONE	0	/* no fast path now: use the syscall */
 #define PVREAD_MODE_PERCPU	1	/* record of the CPU named by TSC_AUX */
+#define PVREAD_MODE_STABLE	2	/* header.stable_record serves every CPU */
 
 /* header.flags */
 #define PVREAD_FLAG_XEN_CLOCKSOURCE	(1U << 0) /* timekeeper runs on "xen" */
@@ -117,7 +120,9 @@ struct pvread_header {
 	__u64 error_bound_ns;	/* max |reading - kernel's answer|, see above */
 	__u64 updates;		/* timekeeper updates mirrored since load */
 	__u64 spread_ns;	/* records' disagreement at the last update */
-	__u64 reserved[2];
+	__u32 stable_record;	/* in PVREAD_MODE_STABLE: the record to use */
+	__u32 reserved0;
+	__u64 reserved1;
 	struct pvread_timekeeper tk;
 };
 
@@ -154,6 +159,7 @@ __PVREAD_ASSERT_OFFSET(struct pvread_timekeeper, base, 72);
 _Static_assert(sizeof(struct pvread_timekeeper) == 328, "timekeeper size");
 __PVREAD_ASSERT_OFFSET(struct pvread_header, seq, 8);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, error_bound_ns, 40);
+__PVREAD_ASSERT_OFFSET(struct pvread_header, stable_record, 64);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, tk, 80);
 _Static_assert(sizeof(struct pvread_header) == 408, "header size");
 _Static_assert(sizeof(struct pvread_reference) == 24, "reference size");
