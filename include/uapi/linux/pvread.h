@@ -33,9 +33,12 @@
  *     delta = cycles - cycle_last (0 if negative), and if delta is below
  *     max_delta, ns = (base[clock].snsec + delta * mult) >> shift,
  *     time = base[clock].sec + ns (normalised).
- *  6. header.error_bound_ns bounds how far such a reading can be from the
- *     kernel's own answer for the same instant; callers with a smaller
- *     tolerance must ask the kernel instead.
+ *  6. In PVREAD_MODE_PERCPU, header.error_bound_ns bounds how far such a
+ *     reading can be from the kernel's own answer for the same instant;
+ *     callers with a smaller tolerance must ask the kernel instead.  In
+ *     PVREAD_MODE_STABLE the reading is the kernel's answer (its "xen"
+ *     clocksource then reads one record the same way, with no global
+ *     last_value to hide disagreement behind).
  */
 #ifndef _UAPI_LINUX_PVREAD_H
 #define _UAPI_LINUX_PVREAD_H
