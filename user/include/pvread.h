@@ -22,6 +22,7 @@
 #ifndef PVREAD_H
 #define PVREAD_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/time.h>
 #include <time.h>
@@ -35,6 +36,16 @@ extern "C" {
 PVREAD_API int pvread_clock_gettime(clockid_t clock, struct timespec *ts);
 PVREAD_API int pvread_gettimeofday(struct timeval *tv, void *tz);
 PVREAD_API time_t pvread_time(time_t *t);
+
+/*
+ * Read from @page, @size bytes laid out as <linux/pvread.h> describes,
+ * instead of mapping /dev/pvread: for tests of the arithmetic and for
+ * benchmarks on machines without the module.  The page must stay valid for
+ * the life of the process.  Call it before any read: -1 with errno EBUSY
+ * once the library has chosen its page, EINVAL if @page is not one it can
+ * read (wrong magic or ABI version, records outside @size).
+ */
+PVREAD_API int pvread_use_page(const void *page, size_t size);
 
 /* What the fast path sees; for status tools and tests. */
 struct pvread_info {

@@ -18,6 +18,19 @@
 
 #include "pvread.h"
 
+/*
+ * The answer when the page cannot give one.  The preload shim interposes
+ * the libc names themselves, so it routes these to the next definition.
+ */
+#ifdef PVREAD_PRELOAD
+#include "preload.h"
+#define libc_clock_gettime	pvread_next_clock_gettime
+#define libc_gettimeofday	pvread_next_gettimeofday
+#else
+#define libc_clock_gettime	clock_gettime
+#define libc_gettimeofday	gettimeofday
+#endif
+
 #define NSEC_PER_SEC 1000000000LL
 #define DEFAULT_TOLERANCE_NS 100000ULL
 #define MAX_TRIES 8
@@ -43,6 +56,9 @@ static _Atomic int map_state = MAP_UNTRIED;
 /* Per-process floors of the clocks that must never go back. */
 static _Atomic int64_t floor_ns[PVREAD_NR_CLOCK_BASES];
 
+/* The fast mode this process last read in: the floor depends on it. */
+static _Atomic uint32_t mode_seen = PVREAD_MODE_NONE;
+
 static __thread struct pvread_stats stats
 	__attribute__((tls_model("initial-exec")));
 
@@ -61,9 +77,28 @@ static uint64_t tolerance_from_env(void)
 	return v;
 }
 
+/* Is @p, @size bytes long, a page this library can read? */
+static bool adopt_page(struct mapping *m, const void *p, size_t size)
+{
+	const struct pvread_header *h = p;
+
+	if (size < sizeof(*h) || h->magic != PVREAD_MAGIC ||
+	    h->abi_version != PVREAD_ABI_VERSION || h->map_size > size ||
+	    h->record_stride < sizeof(struct pvread_record) ||
+	    h->record_offset < sizeof(*h) || h->nr_records > PVREAD_MAX_RECORDS ||
+	    (uint64_t)h->record_offset +
+	    (uint64_t)h->nr_records * h->record_stride > h->map_size)
+		return false;
+	m->hdr = h;
+	m->records = (const unsigned char *)p + h->record_offset;
+	m->nr_records = h->nr_records;
+	m->stride = h->record_stride;
+	m->tolerance_ns = tolerance_from_env();
+	return true;
+}
+
 static bool map_device(struct mapping *m)
 {
-	const struct pvread_header *h;
 	uint32_t size;
 	void *p;
 	int fd;
@@ -71,29 +106,21 @@ static bool map_device(struct mapping *m)
 	fd = open(PVREAD_DEVICE, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	p = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, fd, 0);
+	/* The header says how much there is to map. */
+	p = mmap(NULL, sizeof(struct pvread_header), PROT_READ, MAP_SHARED,
+		 fd, 0);
 	if (p == MAP_FAILED)
 		goto fail;
-	h = p;
-	size = h->map_size;
-	if (h->magic != PVREAD_MAGIC || h->abi_version != PVREAD_ABI_VERSION ||
-	    h->record_stride < sizeof(struct pvread_record) ||
-	    (uint64_t)h->record_offset +
-	    (uint64_t)h->nr_records * h->record_stride > size) {
-		munmap(p, sizeof(*h));
-		goto fail;
-	}
-	munmap(p, sizeof(*h));
+	size = ((const struct pvread_header *)p)->map_size;
+	munmap(p, sizeof(struct pvread_header));
 	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		goto fail;
+	if (!adopt_page(m, p, size)) {
+		munmap(p, size);
+		goto fail;
+	}
 	close(fd);
-	h = p;
-	m->hdr = h;
-	m->records = (const unsigned char *)p + h->record_offset;
-	m->nr_records = h->nr_records;
-	m->stride = h->record_stride;
-	m->tolerance_ns = tolerance_from_env();
 	return true;
 fail:
 	close(fd);
@@ -118,13 +145,33 @@ static const struct mapping *get_map(void)
 	return state == MAP_READY ? &the_map : NULL;
 }
 
+int pvread_use_page(const void *page, size_t size)
+{
+	int state = MAP_UNTRIED;
+
+	if (!atomic_compare_exchange_strong(&map_state, &state, MAP_BUSY)) {
+		errno = EBUSY;
+		return -1;
+	}
+	if (!page || !adopt_page(&the_map, page, size)) {
+		atomic_store_explicit(&map_state, MAP_UNTRIED,
+				      memory_order_release);
+		errno = EINVAL;
+		return -1;
+	}
+	atomic_store_explicit(&map_state, MAP_READY, memory_order_release);
+	return 0;
+}
+
 enum read_result { READ_OK, READ_RETRY, READ_NO };
 
 /*
- * The "xen" clocksource's cycles on the CPU this runs on, from its record:
- * rdtscp names the CPU in the same instruction that reads the TSC.
+ * The "xen" clocksource's cycles now, from the record that describes this
+ * CPU's TSC: in per-CPU mode rdtscp names the CPU in the same instruction
+ * that reads the TSC.
  */
 static inline enum read_result read_cycles(const struct mapping *m,
+					   uint32_t mode,
 					   struct pvread_sample *s)
 {
 	const struct pvread_record *r;
@@ -133,7 +180,9 @@ static inline enum read_result read_cycles(const struct mapping *m,
 	int8_t shift;
 
 	s->tsc = __rdtscp(&aux);
-	cpu = aux & PVREAD_TSC_AUX_CPU_MASK;
+	/* Stable: one record describes every CPU's TSC. */
+	cpu = mode == PVREAD_MODE_STABLE ? LOAD(m->hdr->stable_record) :
+	      aux & PVREAD_TSC_AUX_CPU_MASK;
 	if (cpu >= m->nr_records)
 		return READ_NO;
 	r = (const struct pvread_record *)(m->records + (size_t)cpu * m->stride);
@@ -187,15 +236,18 @@ static inline bool never_back(clockid_t clock)
 	       clock == CLOCK_BOOTTIME;
 }
 
-/* The page's answer for @clock, or false: then libc must answer. */
-static inline bool read_fast(const struct mapping *m, clockid_t clock,
-			     struct timespec *ts)
+/*
+ * The page's answer for @clock, and the mode that gave it; PVREAD_MODE_NONE
+ * when libc must answer.
+ */
+static inline uint32_t read_fast(const struct mapping *m, clockid_t clock,
+				 struct timespec *ts)
 {
 	const struct pvread_header *h = m->hdr;
 	const struct pvread_timekeeper *tk = &h->tk;
 	const struct pvread_clock_base *b = &tk->base[clock];
 	uint64_t cycle_last, mask, max_delta, snsec, delta, ns;
-	uint32_t seq, mult, shift;
+	uint32_t seq, mode, mult, shift;
 	struct pvread_sample s;
 	int64_t sec;
 	int tries;
@@ -207,17 +259,19 @@ static inline bool read_fast(const struct mapping *m, clockid_t clock,
 		RMB();
 		if (seq & 1)
 			continue;
-		if (LOAD(h->mode) != PVREAD_MODE_PERCPU ||
-		    LOAD(h->error_bound_ns) > m->tolerance_ns)
-			return false;
+		mode = LOAD(h->mode);
+		if (mode != PVREAD_MODE_STABLE &&
+		    (mode != PVREAD_MODE_PERCPU ||
+		     LOAD(h->error_bound_ns) > m->tolerance_ns))
+			return PVREAD_MODE_NONE;
 		sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		if (is_coarse(clock)) {
 			ns = snsec;
 		} else {
-			switch (read_cycles(m, &s)) {
+			switch (read_cycles(m, mode, &s)) {
 			case READ_NO:
-				return false;
+				return PVREAD_MODE_NONE;
 			case READ_RETRY:
 				continue;
 			case READ_OK:
@@ -238,7 +292,7 @@ static inline bool read_fast(const struct mapping *m, clockid_t clock,
 			delta = (int64_t)(s.cycles - cycle_last) > 0 ?
 				(s.cycles - cycle_last) & mask : 0;
 			if (delta > max_delta)
-				return false;
+				return PVREAD_MODE_NONE;
 			ns = (snsec + delta * mult) >> shift;
 		}
 		RMB();
@@ -250,9 +304,9 @@ static inline bool read_fast(const struct mapping *m, clockid_t clock,
 		}
 		ts->tv_sec = sec;
 		ts->tv_nsec = (long)ns;
-		return true;
+		return mode;
 	}
-	return false;
+	return PVREAD_MODE_NONE;
 }
 
 /* Never below what this process returned before, on any thread. */
@@ -273,22 +327,73 @@ static inline void apply_floor(clockid_t clock, struct timespec *ts)
 	}
 }
 
-int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
+/*
+ * Stable readings are the kernel's own, so they need not raise the floor
+ * (that would make every reader write one shared cache line); they only
+ * respect it, in case earlier per-CPU readings ran ahead of the kernel.
+ */
+static inline void respect_floor(clockid_t clock, struct timespec *ts)
 {
-	const struct mapping *m;
+	int64_t v = ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
+	int64_t cur = atomic_load_explicit(&floor_ns[clock],
+					   memory_order_relaxed);
+
+	if (v < cur) {
+		stats.clamped++;
+		ts->tv_sec = cur / NSEC_PER_SEC;
+		ts->tv_nsec = cur % NSEC_PER_SEC;
+	}
+}
+
+static int slow_clock_gettime(clockid_t clock, struct timespec *ts)
+{
 	int ret;
 
-	if (is_mirrored(clock) && (m = get_map()) && read_fast(m, clock, ts)) {
-		stats.fast++;
-		if (never_back(clock))
-			apply_floor(clock, ts);
-		return 0;
-	}
 	stats.slow++;
-	ret = clock_gettime(clock, ts);
+	ret = libc_clock_gettime(clock, ts);
 	if (!ret && is_mirrored(clock) && never_back(clock))
 		apply_floor(clock, ts);
 	return ret;
+}
+
+int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
+{
+	const struct mapping *m;
+	uint32_t mode;
+
+	/* A bad clock or pointer gets libc's own answer: EINVAL, EFAULT. */
+	if (!is_mirrored(clock) || !ts || !(m = get_map()))
+		return slow_clock_gettime(clock, ts);
+	mode = read_fast(m, clock, ts);
+	if (mode == PVREAD_MODE_NONE)
+		return slow_clock_gettime(clock, ts);
+	if (!never_back(clock)) {
+		stats.fast++;
+		return 0;
+	}
+	if (mode == PVREAD_MODE_STABLE) {
+		if (atomic_load_explicit(&mode_seen, memory_order_relaxed) !=
+		    PVREAD_MODE_STABLE)
+			atomic_store_explicit(&mode_seen, PVREAD_MODE_STABLE,
+					      memory_order_relaxed);
+		respect_floor(clock, ts);
+		stats.fast++;
+		return 0;
+	}
+	/*
+	 * Entering per-CPU mode: stable readings did not raise the floor, so
+	 * raise it to the kernel's clock now, which is past all of them.
+	 */
+	if (atomic_load_explicit(&mode_seen, memory_order_acquire) !=
+	    PVREAD_MODE_PERCPU) {
+		slow_clock_gettime(clock, ts);
+		atomic_store_explicit(&mode_seen, PVREAD_MODE_PERCPU,
+				      memory_order_release);
+		return 0;
+	}
+	apply_floor(clock, ts);
+	stats.fast++;
+	return 0;
 }
 
 int pvread_gettimeofday(struct timeval *tv, void *tz)
@@ -296,7 +401,7 @@ int pvread_gettimeofday(struct timeval *tv, void *tz)
 	struct timespec ts;
 
 	if (tz || !tv)
-		return gettimeofday(tv, tz);
+		return libc_gettimeofday(tv, tz);
 	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	tv->tv_sec = ts.tv_sec;
 	tv->tv_usec = ts.tv_nsec / 1000;
@@ -319,12 +424,17 @@ int pvread_sample_pvclock(struct pvread_sample *sample)
 	const struct mapping *m = get_map();
 	int tries;
 
+	uint32_t mode;
+
 	if (!m || !(LOAD(m->hdr->flags) & PVREAD_FLAG_TSC_AUX)) {
 		errno = ENODEV;
 		return -1;
 	}
+	/* Only the per-CPU reading says which CPU the sample belongs to. */
+	mode = LOAD(m->hdr->mode) == PVREAD_MODE_STABLE ? PVREAD_MODE_STABLE :
+	       PVREAD_MODE_PERCPU;
 	for (tries = 0; tries < MAX_TRIES; tries++) {
-		switch (read_cycles(m, sample)) {
+		switch (read_cycles(m, mode, sample)) {
 		case READ_OK:
 			return 0;
 		case READ_NO:
@@ -363,7 +473,7 @@ int pvread_get_info(struct pvread_info *info)
 		info->updates = LOAD(h->updates);
 		RMB();
 	} while ((seq & 1) || LOAD(h->seq) != seq);
-	info->fast = read_fast(m, CLOCK_MONOTONIC, &ts);
+	info->fast = read_fast(m, CLOCK_MONOTONIC, &ts) != PVREAD_MODE_NONE;
 	return 0;
 }
 
