@@ -17,6 +17,7 @@
 #include <linux/pvread.h>
 
 #include "pvread.h"
+#include "arith.h"
 
 /*
  * The answer when the page cannot give one.  The preload shim interposes
@@ -175,7 +176,7 @@ static inline enum read_result read_cycles(const struct mapping *m,
 					   struct pvread_sample *s)
 {
 	const struct pvread_record *r;
-	uint64_t tsc_timestamp, system_time, delta;
+	uint64_t tsc_timestamp, system_time;
 	uint32_t version, mul, aux, cpu;
 	int8_t shift;
 
@@ -200,10 +201,8 @@ static inline enum read_result read_cycles(const struct mapping *m,
 	/* Xen rewrote the record after our TSC read: its line starts later. */
 	if (s->tsc < tsc_timestamp)
 		return READ_RETRY;
-	delta = s->tsc - tsc_timestamp;
-	delta = shift < 0 ? delta >> -shift : delta << shift;
-	s->cycles = system_time +
-		    (uint64_t)(((unsigned __int128)delta * mul) >> 32);
+	s->cycles = pvread_pvclock_ns(s->tsc, tsc_timestamp, system_time, mul,
+				      shift);
 	s->cpu = cpu;
 	s->version = version;
 	return READ_OK;
@@ -246,7 +245,7 @@ static inline uint32_t read_fast(const struct mapping *m, clockid_t clock,
 	const struct pvread_header *h = m->hdr;
 	const struct pvread_timekeeper *tk = &h->tk;
 	const struct pvread_clock_base *b = &tk->base[clock];
-	uint64_t cycle_last, mask, max_delta, snsec, delta, ns;
+	uint64_t cycle_last, mask, max_delta, snsec, ns;
 	uint32_t seq, mode, mult, shift;
 	struct pvread_sample s;
 	int64_t sec;
@@ -288,12 +287,10 @@ static inline uint32_t read_fast(const struct mapping *m, clockid_t clock,
 			}
 			mask = LOAD(tk->mask);
 			max_delta = LOAD(tk->max_delta);
-			/* Behind the last update (another CPU's record): no delta. */
-			delta = (int64_t)(s.cycles - cycle_last) > 0 ?
-				(s.cycles - cycle_last) & mask : 0;
-			if (delta > max_delta)
+			if (!pvread_tk_shifted_ns(s.cycles, cycle_last, mask,
+						  max_delta, mult, snsec, &ns))
 				return PVREAD_MODE_NONE;
-			ns = (snsec + delta * mult) >> shift;
+			ns >>= shift;
 		}
 		RMB();
 		if (LOAD(h->seq) != seq)

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The conversion arithmetic at its edges, with values a real TSC would take
+ * years to reach: each expected value is worked out by hand in the comment.
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "arith.h"
+#include "tap.h"
+
+#define P(tsc, ts, st, mul, shift) pvread_pvclock_ns(tsc, ts, st, mul, shift)
+
+static void check(uint64_t got, uint64_t want, const char *what)
+{
+	tap_result(got == want, "%s: %llu (want %llu)", what,
+		   (unsigned long long)got, (unsigned long long)want);
+}
+
+int main(void)
+{
+	uint64_t out = 0;
+	int ok;
+
+	tap_plan(11);
+	/* mul 2^31 is one half; shift +1 doubles first: ns = delta. */
+	check(P(1012345, 1000000, 7, 1U << 31, 1), 12345 + 7, "identity scale");
+	/* shift -1 halves, mul one half: ns = delta / 4. */
+	check(P(1000, 0, 0, 1U << 31, -1), 250, "negative shift");
+	/* 2^60 << 3 = 2^63; * (2^32 - 1) >> 32 = 2^63 - 2^31: needs 128 bits. */
+	check(P(1ULL << 60, 0, 0, UINT32_MAX, 3), (1ULL << 63) - (1ULL << 31),
+	      "maximal mul, 128-bit product");
+	/* The TSC wrapped: 2^64 - 1000 to 500 is 1500 ticks. */
+	check(P(500, UINT64_MAX - 999, 1000000, 1U << 31, 1), 1000000 + 1500,
+	      "TSC delta across the 2^64 wrap");
+	/* shift -31 leaves 2 of 2^32 ticks; mul 2^32 - 1 keeps 1. */
+	check(P(1ULL << 32, 0, 0, UINT32_MAX, -31), 1, "shift -31");
+	/* A TSC of 3 GHz as Xen scales it: shift -1, mul 2^33 / 3. */
+	check(P(3000000000ULL, 0, 0, (uint32_t)((1ULL << 33) / 3), -1),
+	      999999999, "3 GHz, one second (truncates like Xen)");
+
+	/* Timekeeper: 1000 cycles at mult 2^24, shift 24 → 1000 ns. */
+	ok = pvread_tk_shifted_ns(5000, 4000, UINT64_MAX, 1000000, 1U << 24,
+				  7ULL << 24, &out);
+	check(ok ? out >> 24 : 0, 1007, "timekeeper delta");
+	/* Behind cycle_last (another vCPU's record): no time, no wrap. */
+	ok = pvread_tk_shifted_ns(3999, 4000, UINT64_MAX, 1000000, 1U << 24,
+				  7ULL << 24, &out);
+	check(ok ? out >> 24 : 0, 7, "cycles behind cycle_last count as none");
+	/* Beyond max_delta: the kernel must answer. */
+	ok = pvread_tk_shifted_ns(4000 + 1000001, 4000, UINT64_MAX, 1000000,
+				  1U << 24, 0, &out);
+	tap_result(!ok, "delta beyond max_delta refused");
+	/* Exactly max_delta is still ours. */
+	ok = pvread_tk_shifted_ns(4000 + 1000000, 4000, UINT64_MAX, 1000000,
+				  1U << 24, 0, &out);
+	check(ok ? out >> 24 : 0, 1000000, "delta of exactly max_delta");
+	/* The mask keeps the clocksource's width (here 32 bits). */
+	ok = pvread_tk_shifted_ns(0x100000010ULL, 0x10, 0xffffffffULL,
+				  UINT64_MAX, 1, 0, &out);
+	check(ok ? out : 1, 0, "mask applied to the delta");
+	return tap_exit();
+}

@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The read path over a synthetic page: every scenario runs in a child
+ * process of its own (the library adopts one page per process), with a page
+ * the test rewrites the way Xen and the module would.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include "pvread.h"
+#include "arith.h"
+#include "synthetic.h"
+#include "tap.h"
+
+#define NSEC_PER_SEC 1000000000LL
+/* How far the synthetic page may drift from the host between ticks. */
+#define SLACK_NS 200000LL
+
+static int64_t ns_of(const struct timespec *ts)
+{
+	return ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
+}
+
+static int64_t sys_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	syscall(SYS_clock_gettime, clock, &ts);
+	return ns_of(&ts);
+}
+
+/* Run @fn in a child; its exit status 0 is a pass. */
+static void scenario(const char *what, int (*fn)(void))
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		fflush(stdout);
+		_exit(fn());
+	}
+	waitpid(pid, &status, 0);
+	tap_result(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", what);
+}
+
+static struct synthetic page;
+
+static int adopt(uint32_t mode, long tick_us)
+{
+	if (synthetic_init(&page, mode) || pvread_use_page(page.hdr, page.size)) {
+		printf("# synthetic page: %s\n", strerror(errno));
+		return -1;
+	}
+	if (tick_us && synthetic_start(&page, tick_us))
+		return -1;
+	return 0;
+}
+
+enum expect { ANY, FAST, SLOW };
+#define STRICT true
+#define MIXED_OK false
+
+/*
+ * @n reads of @clock, each bracketed by the kernel's clock: within SLACK_NS
+ * of the bracket, never behind the previous read.  Returns failures.
+ *
+ * A synthetic stable page is steered towards the host's clock but is not
+ * it, so a fall-back read can land a little behind a fast one; on a real
+ * stable page both are the kernel's reading of one line.  Such steps are
+ * reported, and count as failures only when @strict (per-CPU pages, where
+ * the library's floor must hide every step).
+ */
+static long bracketed(clockid_t clock, long n, enum expect want, bool strict)
+{
+	struct pvread_stats st0, st1, a, b;
+	int64_t before, after, v, prev = 0, worst = 0;
+	long i, bad = 0, back = 0, back_mixed = 0;
+	bool fast, prev_fast = false;
+	struct timespec ts;
+
+	pvread_get_stats(&st0);
+	for (i = 0; i < n; i++) {
+		before = sys_ns(clock);
+		pvread_get_stats(&a);
+		pvread_clock_gettime(clock, &ts);
+		pvread_get_stats(&b);
+		after = sys_ns(clock);
+		v = ns_of(&ts);
+		fast = b.fast != a.fast;
+		if (v < before - SLACK_NS || v > after + SLACK_NS)
+			bad++;
+		if (v < before - worst)
+			worst = before - v;
+		if (v > after + worst)
+			worst = v - after;
+		if (v < prev && i) {
+			if (fast == prev_fast)
+				back++;
+			else
+				back_mixed++;
+		}
+		prev = v;
+		prev_fast = fast;
+	}
+	pvread_get_stats(&st1);
+	printf("# clock %d: %ld reads, %llu fast, %llu slow, %ld outside, %ld back, %ld back between fast and slow, worst %lld ns\n",
+	       (int)clock, n, (unsigned long long)(st1.fast - st0.fast),
+	       (unsigned long long)(st1.slow - st0.slow), bad, back,
+	       back_mixed, (long long)worst);
+	/*
+	 * Fast: all but the reads that met an update in progress too often
+	 * (they ask the kernel, correctly), and the one that enters per-CPU
+	 * mode through the kernel.
+	 */
+	if (want == FAST && st1.slow - st0.slow > (uint64_t)n / 1000 + 1)
+		bad++;
+	if (want == SLOW && st1.slow - st0.slow != (uint64_t)n)
+		bad++;
+	if (clock != CLOCK_REALTIME)
+		bad += back + (strict ? back_mixed : 0);
+	return bad;
+}
+
+static int stable_all_clocks(void)
+{
+	static const clockid_t clocks[] = { CLOCK_MONOTONIC, CLOCK_REALTIME,
+		CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW };
+	long bad = 0;
+	unsigned int i;
+
+	if (adopt(PVREAD_MODE_STABLE, 1000))
+		return 1;
+	for (i = 0; i < sizeof(clocks) / sizeof(clocks[0]); i++)
+		bad += bracketed(clocks[i], 200000, FAST, MIXED_OK);
+	return bad != 0;
+}
+
+/* Does rdtscp name the CPU here, as the per-CPU mode needs? */
+static bool tsc_aux_names_cpu(void)
+{
+	unsigned int aux;
+
+	__rdtscp(&aux);
+	return (int)(aux & PVREAD_TSC_AUX_CPU_MASK) == sched_getcpu();
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static int percpu_mode(void)
+{
+	if (!tsc_aux_names_cpu()) {
+		printf("# this host's TSC_AUX does not name the CPU\n");
+		return 3;
+	}
+	if (adopt(PVREAD_MODE_PERCPU, 1000))
+		return 1;
+	return bracketed(CLOCK_MONOTONIC, 200000, FAST, STRICT) != 0;
+}
+
+/* Xen rewrites the record all the time, between two equal-valued lines. */
+static atomic_bool stop_writer;
+
+static void *flip_record(void *arg)
+{
+	struct pvread_pvclock *p = &synthetic_record(&page, 0)->pvclock;
+	const uint64_t d = 1ULL << 36;	/* a torn read is off by ~half a minute */
+	uint64_t ts0 = p->tsc_timestamp, st0 = p->system_time;
+	uint64_t dns = pvread_pvclock_ns(ts0, ts0 - d, 0, p->tsc_to_system_mul,
+					 p->tsc_shift);
+	unsigned long n = 0;
+
+	(void)arg;
+	while (!atomic_load_explicit(&stop_writer, memory_order_relaxed)) {
+		__atomic_store_n(&p->version, p->version + 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		if (n++ & 1) {
+			__atomic_store_n(&p->tsc_timestamp, ts0, __ATOMIC_RELAXED);
+			__atomic_store_n(&p->system_time, st0, __ATOMIC_RELAXED);
+		} else {
+			__atomic_store_n(&p->tsc_timestamp, ts0 - d, __ATOMIC_RELAXED);
+			__atomic_store_n(&p->system_time, st0 - dns, __ATOMIC_RELAXED);
+		}
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		__atomic_store_n(&p->version, p->version + 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static int record_rewritten_mid_read(void)
+{
+	struct pvread_stats st;
+	pthread_t writer;
+	long bad;
+
+	bool percpu = tsc_aux_names_cpu();
+
+	/* Per-CPU where it can be, so the floor must hide every step. */
+	if (adopt(percpu ? PVREAD_MODE_PERCPU : PVREAD_MODE_STABLE, 1000))
+		return 1;
+	pin(0);		/* on the CPU whose record is being rewritten */
+	pthread_create(&writer, NULL, flip_record, NULL);
+	bad = bracketed(CLOCK_MONOTONIC, 300000, ANY, percpu);
+	atomic_store(&stop_writer, true);
+	pthread_join(writer, NULL);
+	pvread_get_stats(&st);
+	printf("# %llu retries, %llu fast, %llu slow\n",
+	       (unsigned long long)st.retries, (unsigned long long)st.fast,
+	       (unsigned long long)st.slow);
+	/* Some reads give up (slow) after retries; none may be torn. */
+	return bad || !st.retries;
+}
+
+static int header_rewritten_mid_read(void)
+{
+	struct pvread_stats st;
+	long bad;
+
+	bool percpu = tsc_aux_names_cpu();
+
+	/* The timekeeper updates as fast as it can. */
+	if (adopt(percpu ? PVREAD_MODE_PERCPU : PVREAD_MODE_STABLE, 1))
+		return 1;
+	bad = bracketed(CLOCK_MONOTONIC, 300000, ANY, percpu);
+	pvread_get_stats(&st);
+	printf("# %llu retries, %llu fast, %llu slow, %llu updates\n",
+	       (unsigned long long)st.retries, (unsigned long long)st.fast,
+	       (unsigned long long)st.slow,
+	       (unsigned long long)page.hdr->updates);
+	return bad || !st.fast || !st.retries;
+}
+
+static void set_mode(uint32_t mode)
+{
+	synthetic_write_begin(&page);
+	page.hdr->mode = mode;
+	synthetic_write_end(&page);
+}
+
+static int clocksource_flip(void)
+{
+	long bad = 0;
+
+	if (adopt(PVREAD_MODE_STABLE, 1000))
+		return 1;
+	bad += bracketed(CLOCK_MONOTONIC, 10000, FAST, MIXED_OK);
+	set_mode(PVREAD_MODE_NONE);	/* clocksource no longer "xen" */
+	bad += bracketed(CLOCK_MONOTONIC, 10000, SLOW, MIXED_OK);
+	bad += bracketed(CLOCK_REALTIME, 10000, SLOW, MIXED_OK);
+	set_mode(PVREAD_MODE_STABLE);
+	bad += bracketed(CLOCK_MONOTONIC, 10000, FAST, MIXED_OK);
+	return bad != 0;
+}
+
+static int bound_above_tolerance(void)
+{
+	long bad = 0;
+
+	setenv("PVREAD_MAX_ERROR_NS", "500", 1);
+	if (adopt(PVREAD_MODE_PERCPU, 1000))
+		return 1;
+	/* The page promises 1000 ns: more than the 500 ns asked for. */
+	bad += bracketed(CLOCK_MONOTONIC, 10000, SLOW, STRICT);
+	synthetic_write_begin(&page);
+	page.hdr->error_bound_ns = 400;
+	synthetic_write_end(&page);
+	bad += bracketed(CLOCK_MONOTONIC, 10000, FAST, STRICT);
+	return bad != 0;
+}
+
+static int unregistered_record(void)
+{
+	unsigned int i;
+
+	if (adopt(PVREAD_MODE_PERCPU, 1000))
+		return 1;
+	for (i = 0; i < page.hdr->nr_records; i++)
+		synthetic_record(&page, i)->state = 0;
+	return bracketed(CLOCK_MONOTONIC, 10000, SLOW, STRICT) != 0;
+}
+
+static int use_page_errors(void)
+{
+	struct timespec ts;
+	char junk[8192] = { 0 };
+
+	if (pvread_use_page(junk, sizeof(junk)) != -1 || errno != EINVAL)
+		return 1;
+	if (synthetic_init(&page, PVREAD_MODE_STABLE))
+		return 1;
+	if (pvread_use_page(page.hdr, 100) != -1 || errno != EINVAL)
+		return 1;
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);	/* chooses /dev/pvread */
+	return pvread_use_page(page.hdr, page.size) != -1 || errno != EBUSY;
+}
+
+/* Clocks the page does not mirror, and bad ids, answer exactly like libc. */
+static int passthrough(void)
+{
+	struct timespec a, b;
+	int ra, rb, ea, eb;
+
+	if (adopt(PVREAD_MODE_STABLE, 1000))
+		return 1;
+	errno = 0;
+	ra = clock_gettime(12345, &a);
+	ea = errno;
+	errno = 0;
+	rb = pvread_clock_gettime(12345, &b);
+	eb = errno;
+	printf("# bad clock id: libc %d/%s, pvread %d/%s\n", ra, strerror(ea),
+	       rb, strerror(eb));
+	if (ra != rb || ea != eb)
+		return 1;
+	errno = 0;
+	ra = clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+	rb = pvread_clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+	return ra || rb || ns_of(&b) < ns_of(&a);
+}
+
+/* The library keeps working in a child forked after it chose its page. */
+static int after_fork(void)
+{
+	pid_t pid;
+	int status;
+
+	if (adopt(PVREAD_MODE_STABLE, 1000) ||
+	    bracketed(CLOCK_MONOTONIC, 1000, FAST, MIXED_OK))
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		/* The ticker thread is gone here: tick by hand. */
+		synthetic_tick(&page);
+		_exit(bracketed(CLOCK_MONOTONIC, 1000, FAST, MIXED_OK) != 0);
+	}
+	waitpid(pid, &status, 0);
+	return !WIFEXITED(status) || WEXITSTATUS(status);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	tap_plan(10);
+	scenario("stable page: every clock fast and within the syscalls", stable_all_clocks);
+	{
+		pid_t pid = fork();
+		int status;
+
+		if (pid == 0)
+			_exit(percpu_mode());
+		waitpid(pid, &status, 0);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+			printf("ok %d - per-CPU page # SKIP TSC_AUX does not name the CPU here\n",
+			       ++tap_count);
+		else
+			tap_result(WIFEXITED(status) && !WEXITSTATUS(status),
+				   "per-CPU page: fast and within the syscalls");
+	}
+	scenario("record rewritten mid-read: retried, never torn", record_rewritten_mid_read);
+	scenario("header rewritten mid-read: retried, never torn", header_rewritten_mid_read);
+	scenario("clocksource flip: falls back, then fast again", clocksource_flip);
+	scenario("error bound above PVREAD_MAX_ERROR_NS: falls back", bound_above_tolerance);
+	scenario("unregistered record: falls back", unregistered_record);
+	scenario("pvread_use_page: EINVAL, EBUSY", use_page_errors);
+	scenario("other clocks and bad ids: exactly libc's answer", passthrough);
+	scenario("correct in a child after fork()", after_fork);
+	return tap_exit();
+}

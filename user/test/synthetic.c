@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include "arith.h"
+#include "synthetic.h"
+
+#define NSEC_PER_SEC 1000000000ULL
+#define WMB() __atomic_thread_fence(__ATOMIC_RELEASE)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+static uint64_t now_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+static void calibrate(struct synthetic *s)
+{
+	uint64_t t0, t1, c0, c1, scaled;
+	struct timespec pause = { 0, 50 * 1000 * 1000 };
+
+	t0 = now_ns(CLOCK_MONOTONIC_RAW);
+	c0 = __rdtsc();
+	nanosleep(&pause, NULL);
+	t1 = now_ns(CLOCK_MONOTONIC_RAW);
+	c1 = __rdtsc();
+	s->tsc_hz = (c1 - c0) * NSEC_PER_SEC / (t1 - t0);
+
+	/* Xen's form: mul in [2^31, 2^32) after shifting the frequency. */
+	s->shift = 0;
+	scaled = s->tsc_hz;
+	while (scaled > 2 * NSEC_PER_SEC) {
+		scaled >>= 1;
+		s->shift--;
+	}
+	while (scaled <= NSEC_PER_SEC) {
+		scaled <<= 1;
+		s->shift++;
+	}
+	s->mul = (uint32_t)((NSEC_PER_SEC << 32) / scaled);
+}
+
+struct pvread_record *synthetic_record(struct synthetic *s, unsigned int i)
+{
+	return (struct pvread_record *)((char *)s->hdr + s->hdr->record_offset +
+					(size_t)i * s->hdr->record_stride);
+}
+
+void synthetic_write_begin(struct synthetic *s)
+{
+	STORE(s->hdr->seq, s->hdr->seq + 1);
+	WMB();
+}
+
+void synthetic_write_end(struct synthetic *s)
+{
+	WMB();
+	STORE(s->hdr->seq, s->hdr->seq + 1);
+}
+
+/* The page's pvclock now, from record 0, which a test may be rewriting. */
+static uint64_t pvclock_now(struct synthetic *s, uint64_t tsc)
+{
+	const struct pvread_pvclock *p = &synthetic_record(s, 0)->pvclock;
+	uint64_t ns;
+	uint32_t v;
+
+	do {
+		v = __atomic_load_n(&p->version, __ATOMIC_ACQUIRE);
+		ns = pvread_pvclock_ns(tsc, p->tsc_timestamp, p->system_time,
+				       p->tsc_to_system_mul, p->tsc_shift);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	} while ((v & 1) || __atomic_load_n(&p->version, __ATOMIC_RELAXED) != v);
+	return ns;
+}
+
+void synthetic_update_record(struct synthetic *s, unsigned int i)
+{
+	struct pvread_pvclock *p = &synthetic_record(s, i)->pvclock;
+	uint64_t tsc = __rdtsc();
+	/* The new line continues the old one: pvclock never steps. */
+	uint64_t ns = pvclock_now(s, tsc);
+
+	STORE(p->version, p->version + 1);
+	WMB();
+	STORE(p->tsc_timestamp, tsc);
+	STORE(p->system_time, ns);
+	STORE(p->tsc_to_system_mul, s->mul);
+	STORE(p->tsc_shift, s->shift);
+	WMB();
+	STORE(p->version, p->version + 1);
+}
+
+static void set_base(struct pvread_clock_base *b, uint64_t ns, unsigned int shift)
+{
+	STORE(b->sec, (int64_t)(ns / NSEC_PER_SEC));
+	STORE(b->snsec, (ns % NSEC_PER_SEC) << shift);
+}
+
+static uint64_t base_ns(const struct pvread_clock_base *b, unsigned int shift)
+{
+	return b->sec * NSEC_PER_SEC + (b->snsec >> shift);
+}
+
+/*
+ * The next mult: the one that brings @ours towards @host over the next few
+ * periods, as NTP steers the kernel's, by at most 15 ppm: a reader that
+ * read the TSC just before an update and one just after then still agree
+ * to well under a nanosecond.
+ */
+static uint32_t steer(uint64_t ours, uint64_t host, long period_us)
+{
+	int64_t err = (int64_t)(host - ours);
+	int64_t one = 1LL << SYNTHETIC_TK_SHIFT;
+	int64_t adj = err * one / (4 * period_us * 1000 + 1);
+
+	if (adj > one >> 16)
+		adj = one >> 16;
+	if (adj < -(one >> 16))
+		adj = -(one >> 16);
+	return (uint32_t)(one + adj);
+}
+
+/*
+ * The host's offset between two clocks, measured by two system calls, is
+ * noisy by their cost: keep the one we have unless the host's clock really
+ * jumped (clock_settime, a suspend).
+ */
+static int64_t offset(struct synthetic *s, int i, int64_t measured)
+{
+	int64_t d = measured - s->offset[i];
+
+	if (!s->hdr->updates || d > 1000000 || d < -1000000)
+		s->offset[i] = measured;
+	return s->offset[i];
+}
+
+void synthetic_tick(struct synthetic *s)
+{
+	struct pvread_timekeeper *tk = &s->hdr->tk;
+	const unsigned int sh = SYNTHETIC_TK_SHIFT;
+	uint64_t cycles, mono, real, boot, tai, raw, mono_coarse, real_coarse;
+	uint64_t ours, ours_raw;
+
+	/* Read the host's clocks first: the write section must stay short. */
+	mono = now_ns(CLOCK_MONOTONIC);
+	real = now_ns(CLOCK_REALTIME);
+	boot = now_ns(CLOCK_BOOTTIME);
+	tai = now_ns(CLOCK_TAI);
+	raw = now_ns(CLOCK_MONOTONIC_RAW);
+	mono_coarse = now_ns(CLOCK_MONOTONIC_COARSE);
+	real_coarse = now_ns(CLOCK_REALTIME_COARSE);
+	cycles = pvclock_now(s, __rdtsc());
+
+	if (tk->cycle_last) {
+		/* Carry on from where the last update's line has got to. */
+		ours = base_ns(&tk->base[CLOCK_MONOTONIC], sh) +
+		       (((cycles - tk->cycle_last) * tk->mult) >> sh);
+		ours_raw = base_ns(&tk->base[CLOCK_MONOTONIC_RAW], sh) +
+			   (((cycles - tk->raw_cycle_last) * tk->raw_mult) >> sh);
+	} else {
+		ours = mono;
+		ours_raw = raw;
+	}
+	synthetic_write_begin(s);
+	STORE(tk->cycle_last, cycles);
+	STORE(tk->raw_cycle_last, cycles);
+	STORE(tk->mult, steer(ours, mono, s->period_us ? s->period_us : 1000));
+	STORE(tk->raw_mult, steer(ours_raw, raw,
+				  s->period_us ? s->period_us : 1000));
+	/* The other clocks are offsets from ours, like the kernel's. */
+	set_base(&tk->base[CLOCK_MONOTONIC], ours, sh);
+	set_base(&tk->base[CLOCK_REALTIME],
+		 ours + offset(s, 0, (int64_t)(real - mono)), sh);
+	set_base(&tk->base[CLOCK_BOOTTIME],
+		 ours + offset(s, 1, (int64_t)(boot - mono)), sh);
+	set_base(&tk->base[CLOCK_TAI],
+		 ours + offset(s, 2, (int64_t)(tai - mono)), sh);
+	set_base(&tk->base[CLOCK_MONOTONIC_RAW], ours_raw, sh);
+	set_base(&tk->base[CLOCK_MONOTONIC_COARSE], mono_coarse, 0);
+	set_base(&tk->base[CLOCK_REALTIME_COARSE], real_coarse, 0);
+	STORE(s->hdr->updates, s->hdr->updates + 1);
+	synthetic_write_end(s);
+}
+
+int synthetic_init(struct synthetic *s, uint32_t mode)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	struct pvread_header *h;
+	uint64_t tsc, ns;
+	unsigned int i, nr;
+
+	memset(s, 0, sizeof(*s));
+	if (ncpu < 1 || ncpu > PVREAD_MAX_RECORDS) {
+		errno = ERANGE;
+		return -1;
+	}
+	nr = mode == PVREAD_MODE_STABLE ? 1 : (unsigned int)ncpu;
+	s->size = 4096 + (size_t)nr * sizeof(struct pvread_record);
+	h = mmap(NULL, s->size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (h == MAP_FAILED)
+		return -1;
+	s->hdr = h;
+	calibrate(s);
+
+	h->magic = PVREAD_MAGIC;
+	h->abi_version = PVREAD_ABI_VERSION;
+	h->mode = mode;
+	h->flags = PVREAD_FLAG_XEN_CLOCKSOURCE | PVREAD_FLAG_TSC_AUX;
+	if (mode == PVREAD_MODE_STABLE)
+		h->flags |= PVREAD_FLAG_TSC_STABLE;
+	h->nr_records = nr;
+	h->nr_registered = nr;
+	h->record_offset = 4096;
+	h->record_stride = sizeof(struct pvread_record);
+	h->map_size = s->size;
+	h->stable_record = 0;
+	h->error_bound_ns = 1000;	/* what the library is told to trust */
+	h->spread_ns = 0;
+	h->tk.mask = UINT64_MAX;
+	h->tk.mult = 1U << SYNTHETIC_TK_SHIFT;
+	h->tk.shift = SYNTHETIC_TK_SHIFT;
+	h->tk.raw_mult = 1U << SYNTHETIC_TK_SHIFT;
+	h->tk.raw_shift = SYNTHETIC_TK_SHIFT;
+	h->tk.max_delta = NSEC_PER_SEC;
+
+	/* Every record on one line: they agree, as under TSC_STABLE. */
+	tsc = __rdtsc();
+	ns = now_ns(CLOCK_MONOTONIC_RAW);
+	for (i = 0; i < nr; i++) {
+		struct pvread_record *r = synthetic_record(s, i);
+
+		r->pvclock.version = 2;
+		r->pvclock.tsc_timestamp = tsc;
+		r->pvclock.system_time = ns;
+		r->pvclock.tsc_to_system_mul = s->mul;
+		r->pvclock.tsc_shift = s->shift;
+		r->pvclock.flags = mode == PVREAD_MODE_STABLE ? 1 : 0;
+		r->state = PVREAD_RECORD_REGISTERED;
+		r->xen_vcpu_id = i;
+	}
+	synthetic_tick(s);
+	return 0;
+}
+
+void synthetic_free(struct synthetic *s)
+{
+	synthetic_stop(s);
+	munmap(s->hdr, s->size);
+	s->hdr = NULL;
+}
+
+static void *ticker(void *arg)
+{
+	struct synthetic *s = arg;
+	struct timespec pause = { 0, s->period_us * 1000 };
+
+	while (!atomic_load(&s->stop)) {
+		nanosleep(&pause, NULL);
+		synthetic_tick(s);
+	}
+	return NULL;
+}
+
+int synthetic_start(struct synthetic *s, long period_us)
+{
+	int err;
+
+	s->period_us = period_us;
+	atomic_store(&s->stop, false);
+	err = pthread_create(&s->ticker, NULL, ticker, s);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	s->ticking = 1;
+	return 0;
+}
+
+void synthetic_stop(struct synthetic *s)
+{
+	if (!s->ticking)
+		return;
+	atomic_store(&s->stop, true);
+	pthread_join(s->ticker, NULL);
+	s->ticking = 0;
+}
