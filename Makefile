@@ -20,11 +20,14 @@ selftests: user $(KSFT_DIR)/kselftest.h
 	$(MAKE) -C selftests/pvread KSFT_DIR=$(KSFT_DIR) OUTPUT=$(CURDIR)/build/selftests
 
 # What the test machines get in /opt/pvread.
+# pvread_test_cs.ko: a second clocksource for the clocksource-switch tests.
 payload: all
+	$(MAKE) -C selftests/pvread/test_cs
 	rm -rf $(PAYLOAD) && mkdir -p $(PAYLOAD)/bin
-	cp kmod/pvread.ko selftests/pvread/*.sh $(PAYLOAD)/
-	cp build/selftests/pvread_test user/build/pvread-status \
-	   user/build/pvread-bench $(PAYLOAD)/bin/
+	cp kmod/pvread.ko selftests/pvread/test_cs/pvread_test_cs.ko \
+	   selftests/pvread/*.sh $(PAYLOAD)/
+	cp build/selftests/pvread_test build/selftests/pvread_kmod_test \
+	   user/build/pvread-status user/build/pvread-bench $(PAYLOAD)/bin/
 
 demo check:
 	vm/$@
