@@ -1,0 +1,661 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pvread_kmod_test: the kernel side of pvread under what a guest does to it,
+ * checked through the page user space maps (not through the module's own
+ * word).  Run by pvread_kmod.sh in a Xen guest with pvread.ko loaded; each
+ * subcommand prints "ok - ..." / "not ok - ..." lines and exits 1 if any
+ * check failed, 2 on bad usage or when the page cannot be mapped.
+ *
+ *   hdr                 print the header and records (for the log)
+ *   wait-mode MODE SEC  wait up to SEC seconds for header.mode == MODE
+ *   stable              the stable-mode decision, as far as Xen shows it
+ *   clocksource CS...   switch to each CS and back to xen
+ *   hotplug CPU N       N offline/online cycles of CPU
+ *   jumps               settimeofday, clock_settime, adjtimex, TAI
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/timex.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/pvread.h>
+
+#include "pvread.h"
+
+#define CS_PATH "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+#define TOLERANCE "1000000000"
+
+static const uint8_t *page;
+static int failures;
+
+static void report(bool ok, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void report(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s - ", ok ? "ok" : "not ok");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+	if (!ok)
+		failures++;
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+static int64_t sys_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	syscall(SYS_clock_gettime, clock, &ts);
+	return ts_ns(&ts);
+}
+
+static void map_page(void)
+{
+	const struct pvread_header *h;
+	uint32_t size;
+	int fd;
+
+	fd = open(PVREAD_DEVICE, O_RDONLY);
+	if (fd < 0) {
+		perror(PVREAD_DEVICE);
+		exit(2);
+	}
+	h = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED) {
+		perror("mmap");
+		exit(2);
+	}
+	size = h->map_size;
+	munmap((void *)h, 4096);
+	page = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	if (page == MAP_FAILED) {
+		perror("mmap");
+		exit(2);
+	}
+	close(fd);
+}
+
+/* A consistent copy of the header. */
+static void snap(struct pvread_header *out)
+{
+	const volatile struct pvread_header *h = (const void *)page;
+	uint32_t seq;
+
+	for (;;) {
+		seq = h->seq;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (seq & 1)
+			continue;
+		memcpy(out, (const void *)h, sizeof(*out));
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (h->seq == seq)
+			return;
+	}
+}
+
+static const volatile struct pvread_record *rec(unsigned int cpu)
+{
+	const struct pvread_header *h = (const void *)page;
+
+	return (const void *)(page + h->record_offset + cpu * h->record_stride);
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
+
+	nanosleep(&ts, NULL);
+}
+
+static int write_file(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	n = n < 0 ? -errno : 0;
+	close(fd);
+	return n;
+}
+
+static uint32_t rdtscp_aux(uint64_t *tsc)
+{
+	uint32_t lo, hi, aux;
+
+	asm volatile("rdtscp" : "=a" (lo), "=d" (hi), "=c" (aux));
+	if (tsc)
+		*tsc = (uint64_t)hi << 32 | lo;
+	return aux;
+}
+
+/* Seconds until header.mode == mode, or -1 after timeout. */
+static double wait_mode(uint32_t mode, double timeout)
+{
+	int64_t t0 = sys_ns(CLOCK_MONOTONIC);
+	struct pvread_header h;
+	double t;
+
+	for (;;) {
+		snap(&h);
+		t = (sys_ns(CLOCK_MONOTONIC) - t0) / 1e9;
+		if (h.mode == mode)
+			return t;
+		if (t > timeout)
+			return -1;
+		sleep_s(0.02);
+	}
+}
+
+static void print_hdr(void)
+{
+	struct pvread_header h;
+	unsigned int i;
+
+	snap(&h);
+	printf("# mode=%u flags=%#x records=%u registered=%u stable_record=%u updates=%llu spread_ns=%llu bound_ns=%llu mult=%u shift=%u\n",
+	       h.mode, h.flags, h.nr_records, h.nr_registered,
+	       h.stable_record, (unsigned long long)h.updates,
+	       (unsigned long long)h.spread_ns,
+	       (unsigned long long)h.error_bound_ns, h.tk.mult, h.tk.shift);
+	for (i = 0; i < h.nr_records; i++)
+		printf("# record %u: state=%u vcpu=%u version=%u flags=%#x tsc_timestamp=%llu\n",
+		       i, rec(i)->state, rec(i)->xen_vcpu_id,
+		       rec(i)->pvclock.version, rec(i)->pvclock.flags,
+		       (unsigned long long)rec(i)->pvclock.tsc_timestamp);
+}
+
+/* ---- stable mode: what the emulated Xen lets us see ---- */
+
+static void test_stable(void)
+{
+	struct pvread_header h;
+	unsigned int i, stable = 0, registered = 0;
+	bool cpu0_kernel;
+
+	snap(&h);
+	cpu0_kernel = h.flags & PVREAD_FLAG_CPU0_OWNED_BY_KERNEL;
+	for (i = 0; i < h.nr_records; i++) {
+		if (!(rec(i)->state & PVREAD_RECORD_REGISTERED))
+			continue;
+		registered++;
+		if (rec(i)->pvclock.flags & 1)	/* PVCLOCK_TSC_STABLE_BIT */
+			stable++;
+	}
+	printf("# %u records registered, %u with PVCLOCK_TSC_STABLE_BIT; vCPU 0's area %s\n",
+	       registered, stable,
+	       cpu0_kernel ? "owned by the kernel's vDSO" : "ours");
+	report(!!(h.flags & PVREAD_FLAG_TSC_STABLE) ==
+	       (registered && stable == registered),
+	       "stable: TSC_STABLE flag says whether every registered record has Xen's bit");
+	report(!cpu0_kernel || !(rec(0)->state & PVREAD_RECORD_REGISTERED),
+	       "stable: vCPU 0's record is not ours when the kernel owns its area");
+	if (h.mode == PVREAD_MODE_STABLE)
+		report(cpu0_kernel && (h.flags & PVREAD_FLAG_TSC_STABLE) &&
+		       h.stable_record < h.nr_records &&
+		       (rec(h.stable_record)->state & PVREAD_RECORD_REGISTERED),
+		       "stable: mode stable names a registered record (%u)",
+		       h.stable_record);
+	else
+		report(!(cpu0_kernel && (h.flags & PVREAD_FLAG_TSC_STABLE)) &&
+		       h.mode == PVREAD_MODE_PERCPU,
+		       "stable: without stable bit and kernel-owned vCPU 0, mode is per-cpu (mode %u)",
+		       h.mode);
+	if (!stable)
+		printf("ok - stable: mode stable published and read # SKIP Xen never sets PVCLOCK_TSC_STABLE_BIT under QEMU TCG (no invariant TSC)\n");
+}
+
+/* ---- clocksource switched away and back ---- */
+
+static void test_clocksource(int argc, char **argv)
+{
+	struct pvread_header h0, h;
+	struct pvread_info info;
+	struct timespec ts;
+	struct pvread_stats st0, st1;
+	double t;
+	int i, ret;
+
+	if (!argc) {
+		printf("ok - clocksource: switch away from xen # SKIP no other clocksource available\n");
+		return;
+	}
+	for (i = 0; i < argc; i++) {
+		const char *cs = argv[i];
+
+		t = wait_mode(PVREAD_MODE_PERCPU, 10);
+		report(t >= 0, "clocksource: per-cpu mode before switching to %s", cs);
+		snap(&h0);
+		ret = write_file(CS_PATH, cs);
+		snap(&h);
+		report(!ret && h.mode == PVREAD_MODE_NONE &&
+		       !(h.flags & PVREAD_FLAG_XEN_CLOCKSOURCE) &&
+		       h.updates > h0.updates,
+		       "clocksource: %s: mode none when the switch returns (%s, mode %u, flags %#x, %llu update(s))",
+		       cs, ret ? strerror(-ret) : "switched", h.mode, h.flags,
+		       (unsigned long long)(h.updates - h0.updates));
+		sleep_s(1.5);
+		h0 = h;
+		snap(&h);
+		pvread_get_info(&info);
+		pvread_get_stats(&st0);
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		pvread_get_stats(&st1);
+		report(h.mode == PVREAD_MODE_NONE && h.updates > h0.updates &&
+		       !info.fast && st1.slow == st0.slow + 1,
+		       "clocksource: %s: stays none over %llu updates, library takes the syscall",
+		       cs, (unsigned long long)(h.updates - h0.updates));
+		ret = write_file(CS_PATH, "xen");
+		snap(&h);
+		report(!ret && (h.flags & PVREAD_FLAG_XEN_CLOCKSOURCE) &&
+		       h.mode == PVREAD_MODE_NONE,
+		       "clocksource: back to xen: xen flag at once, mode none during warmup (mode %u)",
+		       h.mode);
+		t = wait_mode(PVREAD_MODE_PERCPU, 10);
+		pvread_get_info(&info);
+		pvread_get_stats(&st0);
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		pvread_get_stats(&st1);
+		report(t >= 0 && info.fast && st1.fast == st0.fast + 1,
+		       "clocksource: back to xen: per-cpu mode after %.2f s, library fast again",
+		       t);
+	}
+}
+
+/* ---- vCPU hotplug ---- */
+
+static volatile bool stop_reader;
+static long reader_reads, reader_back, reader_fast;
+
+static void *reader(void *arg)
+{
+	struct timespec ts;
+	struct pvread_stats st;
+	int64_t last = 0, now;
+
+	(void)arg;
+	while (!stop_reader) {
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = ts_ns(&ts);
+		if (now < last)
+			reader_back++;
+		last = now;
+		reader_reads++;
+	}
+	pvread_get_stats(&st);
+	reader_fast = st.fast;
+	return NULL;
+}
+
+struct watch {
+	int cpu;
+	volatile bool give_up;
+	bool ran;
+	uint32_t aux, state, version;
+	uint64_t tsc_timestamp, tsc;
+	long tries;
+};
+
+/*
+ * Get onto @cpu the moment the scheduler allows it, and look at once: is
+ * the record registered and fresh, does rdtscp name the CPU?
+ */
+static void *watcher(void *arg)
+{
+	struct watch *w = arg;
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(w->cpu, &set);
+	while (!w->give_up) {
+		w->tries++;
+		if (sched_setaffinity(0, sizeof(set), &set)) {
+			sched_yield();
+			continue;
+		}
+		w->aux = rdtscp_aux(&w->tsc);
+		w->state = rec(w->cpu)->state;
+		w->version = rec(w->cpu)->pvclock.version;
+		w->tsc_timestamp = rec(w->cpu)->pvclock.tsc_timestamp;
+		w->ran = syscall(SYS_getcpu, NULL, NULL, NULL) == 0;
+		break;
+	}
+	return NULL;
+}
+
+static void test_hotplug(int cpu, int cycles)
+{
+	char path[128];
+	struct pvread_header h0, h;
+	int bad_off = 0, bad_hdr = 0, bad_first = 0, bad_aux = 0,
+	    bad_after = 0, bad_write = 0, i, ret;
+	struct pvread_reference ref;
+	pthread_t rd, wt;
+	uint32_t v_off;
+	cpu_set_t set;
+	int fd;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
+	snap(&h0);
+	printf("# hotplug cpu%d: %d cycles; before: %u registered, flags %#x, mode %u\n",
+	       cpu, cycles, h0.nr_registered, h0.flags, h0.mode);
+	stop_reader = false;
+	pthread_create(&rd, NULL, reader, NULL);
+	for (i = 0; i < cycles; i++) {
+		struct watch w = { .cpu = cpu };
+
+		ret = write_file(path, "0");
+		if (ret) {
+			printf("# offline cpu%d: %s\n", cpu, strerror(-ret));
+			bad_write++;
+			break;
+		}
+		snap(&h);
+		if (rec(cpu)->state & PVREAD_RECORD_REGISTERED)
+			bad_off++;
+		if (h.nr_registered != h0.nr_registered - 1 ||
+		    !(h.flags & PVREAD_FLAG_TSC_AUX))
+			bad_hdr++;
+		v_off = rec(cpu)->pvclock.version;
+		sleep_s(0.05);
+
+		pthread_create(&wt, NULL, watcher, &w);
+		ret = write_file(path, "1");
+		if (ret) {
+			printf("# online cpu%d: %s\n", cpu, strerror(-ret));
+			bad_write++;
+			w.give_up = true;
+			pthread_join(wt, NULL);
+			break;
+		}
+		sleep_s(0.2);
+		w.give_up = true;
+		pthread_join(wt, NULL);
+		if (!w.ran || !(w.state & PVREAD_RECORD_REGISTERED) ||
+		    (w.version & 1) || w.version == v_off ||
+		    w.tsc_timestamp > w.tsc) {
+			printf("# cycle %d: first look on cpu%d: ran %d state %u version %u (offline %u) tsc_timestamp %llu (now %llu)\n",
+			       i, cpu, w.ran, w.state, w.version, v_off,
+			       (unsigned long long)w.tsc_timestamp,
+			       (unsigned long long)w.tsc);
+			bad_first++;
+		}
+		if ((w.aux & PVREAD_TSC_AUX_CPU_MASK) != (uint32_t)cpu) {
+			printf("# cycle %d: first rdtscp on cpu%d: aux %#x\n",
+			       i, cpu, w.aux);
+			bad_aux++;
+		}
+		snap(&h);
+		if (!(rec(cpu)->state & PVREAD_RECORD_REGISTERED) ||
+		    h.nr_registered != h0.nr_registered ||
+		    !(h.flags & PVREAD_FLAG_TSC_AUX))
+			bad_after++;
+	}
+	stop_reader = true;
+	pthread_join(rd, NULL);
+
+	report(!bad_write, "hotplug: %d offline/online cycles of cpu%d", i, cpu);
+	report(!bad_off && i, "hotplug: record unregistered while cpu%d is offline (%d bad)",
+	       cpu, bad_off);
+	report(!bad_hdr && i, "hotplug: offline: nr_registered one less, TSC_AUX flag kept (%d bad)",
+	       bad_hdr);
+	report(!bad_first && i, "hotplug: record registered and fresh at user space's first moment on cpu%d (%d bad)",
+	       cpu, bad_first);
+	report(!bad_aux && i, "hotplug: first user rdtscp on cpu%d names it (%d bad)",
+	       cpu, bad_aux);
+	report(!bad_after && i, "hotplug: online: nr_registered and flags back (%d bad)",
+	       bad_after);
+	printf("# reader: %ld reads (%ld fast), %ld backward steps\n",
+	       reader_reads, reader_fast, reader_back);
+	report(!reader_back && reader_reads,
+	       "hotplug: CLOCK_MONOTONIC reader never went back across the cycles");
+
+	/* The kernel reads the re-registered record like any other. */
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+	fd = open(PVREAD_DEVICE, O_RDONLY);
+	ret = fd < 0 ? -1 : ioctl(fd, PVREAD_IOC_REFERENCE, &ref);
+	report(!ret && ref.cpu == (uint32_t)cpu && ref.cycles,
+	       "hotplug: kernel reads cpu%d's record after the cycles", cpu);
+	if (fd >= 0)
+		close(fd);
+	CPU_ZERO(&set);
+	for (i = 0; i < CPU_SETSIZE; i++)
+		CPU_SET(i, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* ---- time jumps and slews ---- */
+
+struct clk {
+	clockid_t id;
+	const char *name;
+};
+
+static const struct clk clks[] = {
+	{ CLOCK_REALTIME, "REALTIME" },
+	{ CLOCK_MONOTONIC, "MONOTONIC" },
+	{ CLOCK_BOOTTIME, "BOOTTIME" },
+	{ CLOCK_TAI, "TAI" },
+	{ CLOCK_MONOTONIC_RAW, "MONOTONIC_RAW" },
+};
+
+/*
+ * Library reads of every clock for @secs, each between two kernel reads
+ * widened by the published bound.  Returns the number outside; counts fast.
+ */
+static long bounded(const char *what, double secs, long *fast_out)
+{
+	int64_t end = sys_ns(CLOCK_MONOTONIC) + (int64_t)(secs * 1e9);
+	struct pvread_stats st0, st1;
+	long beyond = 0, reads = 0;
+	struct pvread_info info;
+	struct timespec ts;
+	int64_t k0, k1, v, b;
+	unsigned int i;
+
+	pvread_get_stats(&st0);
+	do {
+		for (i = 0; i < sizeof(clks) / sizeof(clks[0]); i++) {
+			pvread_get_info(&info);
+			b = info.error_bound_ns > (uint64_t)INT64_MAX / 4 ?
+				INT64_MAX / 4 : (int64_t)info.error_bound_ns;
+			k0 = sys_ns(clks[i].id);
+			pvread_clock_gettime(clks[i].id, &ts);
+			k1 = sys_ns(clks[i].id);
+			v = ts_ns(&ts);
+			reads++;
+			if (v < k0 - b || v > k1 + b) {
+				if (beyond++ < 5)
+					printf("# %s: %s %lld not in [%lld, %lld] +- %lld\n",
+					       what, clks[i].name, (long long)v,
+					       (long long)k0, (long long)k1,
+					       (long long)b);
+			}
+		}
+	} while (sys_ns(CLOCK_MONOTONIC) < end);
+	pvread_get_stats(&st1);
+	*fast_out = st1.fast - st0.fast;
+	printf("# %s: %ld reads, %ld fast, %ld beyond the bound\n", what, reads,
+	       *fast_out, beyond);
+	return beyond;
+}
+
+static bool wait_mult_change(uint32_t from, double timeout, uint32_t *to)
+{
+	int64_t t0 = sys_ns(CLOCK_MONOTONIC);
+	struct pvread_header h;
+
+	do {
+		snap(&h);
+		if (h.tk.mult != from) {
+			*to = h.tk.mult;
+			return true;
+		}
+		sleep_s(0.05);
+	} while ((sys_ns(CLOCK_MONOTONIC) - t0) / 1e9 < timeout);
+	*to = h.tk.mult;
+	return false;
+}
+
+static void test_jumps(void)
+{
+	struct pvread_header h0, h;
+	struct timespec ts, lib;
+	struct timeval tv;
+	struct timex tx;
+	long fast, beyond;
+	int64_t k, mono0, mono1;
+	uint32_t mult;
+	bool changed;
+	int ret;
+
+	report(wait_mode(PVREAD_MODE_PERCPU, 10) >= 0, "jumps: per-cpu mode to start with");
+	beyond = bounded("steady", 1, &fast);
+	report(!beyond && fast, "jumps: steady: every clock within the bound, fast");
+
+	/* settimeofday: an hour forward */
+	snap(&h0);
+	mono0 = sys_ns(CLOCK_MONOTONIC);
+	gettimeofday(&tv, NULL);
+	tv.tv_sec += 3600;
+	ret = settimeofday(&tv, NULL);
+	snap(&h);
+	k = sys_ns(CLOCK_REALTIME);
+	pvread_clock_gettime(CLOCK_REALTIME, &lib);
+	report(!ret && h.updates > h0.updates &&
+	       llabs(ts_ns(&lib) - k) < 1000000000LL,
+	       "jumps: settimeofday +3600 s: in the page when it returns (library - kernel %lld ns)",
+	       (long long)(ts_ns(&lib) - k));
+	beyond = bounded("after +3600 s", 0.5, &fast);
+	report(!beyond && fast, "jumps: after settimeofday +3600 s: every clock within the bound");
+
+	/* clock_settime: back again, and an hour more */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec -= 7200;
+	ret = clock_settime(CLOCK_REALTIME, &ts);
+	k = sys_ns(CLOCK_REALTIME);
+	pvread_clock_gettime(CLOCK_REALTIME, &lib);
+	report(!ret && llabs(ts_ns(&lib) - k) < 1000000000LL,
+	       "jumps: clock_settime -7200 s: in the page when it returns (library - kernel %lld ns)",
+	       (long long)(ts_ns(&lib) - k));
+	beyond = bounded("after -7200 s", 0.5, &fast);
+	report(!beyond && fast, "jumps: after clock_settime -7200 s: every clock within the bound");
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 3600;
+	clock_settime(CLOCK_REALTIME, &ts);
+	mono1 = sys_ns(CLOCK_MONOTONIC);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &lib);
+	report(ts_ns(&lib) >= mono0 && ts_ns(&lib) - mono1 < 1000000000LL,
+	       "jumps: CLOCK_MONOTONIC did not jump with the wall clock");
+
+	/* TAI offset */
+	memset(&tx, 0, sizeof(tx));
+	tx.modes = ADJ_TAI;
+	tx.constant = 37;
+	ret = adjtimex(&tx);
+	{
+		struct timespec r, t;
+
+		pvread_clock_gettime(CLOCK_REALTIME, &r);
+		pvread_clock_gettime(CLOCK_TAI, &t);
+		report(ret >= 0 && llabs(ts_ns(&t) - ts_ns(&r) - 37000000000LL) < 100000000LL,
+		       "jumps: adjtimex ADJ_TAI 37: library CLOCK_TAI - CLOCK_REALTIME = %.3f s",
+		       (ts_ns(&t) - ts_ns(&r)) / 1e9);
+	}
+
+	/* frequency: +500 ppm, then back */
+	snap(&h0);
+	memset(&tx, 0, sizeof(tx));
+	tx.modes = ADJ_FREQUENCY;
+	tx.freq = 500 << 16;
+	ret = adjtimex(&tx);
+	changed = wait_mult_change(h0.tk.mult, 3, &mult);
+	report(ret >= 0 && changed,
+	       "jumps: adjtimex +500 ppm: mult %u -> %u in the page", h0.tk.mult, mult);
+	beyond = bounded("slewing +500 ppm", 1.5, &fast);
+	report(!beyond && fast, "jumps: while +500 ppm: every clock within the bound");
+	snap(&h0);
+	tx.modes = ADJ_FREQUENCY;
+	tx.freq = 0;
+	adjtimex(&tx);
+	changed = wait_mult_change(h0.tk.mult, 3, &mult);
+	report(changed,
+	       "jumps: adjtimex frequency 0: mult %u -> %u", h0.tk.mult, mult);
+
+	/* offset slew (adjtime-style): +0.2 s at 500 ppm */
+	snap(&h0);
+	memset(&tx, 0, sizeof(tx));
+	tx.modes = ADJ_OFFSET_SINGLESHOT;
+	tx.offset = 200000;	/* us */
+	ret = adjtimex(&tx);
+	changed = wait_mult_change(h0.tk.mult, 3, &mult);
+	report(ret >= 0 && changed,
+	       "jumps: adjtimex offset slew +0.2 s: mult %u -> %u in the page",
+	       h0.tk.mult, mult);
+	beyond = bounded("offset slew", 1.5, &fast);
+	report(!beyond && fast, "jumps: during the offset slew: every clock within the bound");
+	memset(&tx, 0, sizeof(tx));
+	tx.modes = ADJ_OFFSET_SINGLESHOT;
+	tx.offset = 0;
+	adjtimex(&tx);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: pvread_kmod_test hdr | wait-mode MODE SEC | stable | clocksource CS... | hotplug CPU N | jumps\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	setenv("PVREAD_MAX_ERROR_NS", TOLERANCE, 1);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 2)
+		usage();
+	map_page();
+	if (!strcmp(argv[1], "hdr")) {
+		print_hdr();
+	} else if (!strcmp(argv[1], "wait-mode") && argc == 4) {
+		double t = wait_mode(atoi(argv[2]), atof(argv[3]));
+
+		printf("# mode %s after %.2f s\n", t < 0 ? "not reached" : "reached", t);
+		return t < 0;
+	} else if (!strcmp(argv[1], "stable")) {
+		test_stable();
+	} else if (!strcmp(argv[1], "clocksource")) {
+		test_clocksource(argc - 2, argv + 2);
+	} else if (!strcmp(argv[1], "hotplug") && argc == 4) {
+		test_hotplug(atoi(argv[2]), atoi(argv[3]));
+	} else if (!strcmp(argv[1], "jumps")) {
+		test_jumps();
+	} else {
+		usage();
+	}
+	return failures ? 1 : 0;
+}
