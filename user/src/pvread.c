@@ -34,7 +34,8 @@
 
 #define NSEC_PER_SEC 1000000000LL
 #define DEFAULT_TOLERANCE_NS 100000ULL
-#define MAX_TRIES 8
+#define MAX_TRIES 8		/* reads spoilt by updates that completed */
+#define MAX_SPINS 100000	/* pauses for an update in progress, ~ms */
 
 /* The page is written concurrently by Xen and the module. */
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
@@ -164,7 +165,20 @@ int pvread_use_page(const void *page, size_t size)
 	return 0;
 }
 
-enum read_result { READ_OK, READ_RETRY, READ_NO };
+enum read_result { READ_OK, READ_BUSY, READ_RETRY, READ_NO };
+
+/*
+ * An update is being written (by the kernel's timekeeper, with interrupts
+ * off, or by Xen): it will be done in a moment, and a system call would
+ * wait for the same writer.  Wait, unless it takes unreasonably long.
+ */
+static inline bool wait_for_writer(unsigned int *spins)
+{
+	if (++*spins > MAX_SPINS)
+		return false;
+	_mm_pause();
+	return true;
+}
 
 /*
  * The "xen" clocksource's cycles now, from the record that describes this
@@ -196,7 +210,9 @@ static inline enum read_result read_cycles(const struct mapping *m,
 	mul = LOAD(r->pvclock.tsc_to_system_mul);
 	shift = LOAD(r->pvclock.tsc_shift);
 	RMB();
-	if ((version & 1) || LOAD(r->pvclock.version) != version)
+	if (version & 1)
+		return READ_BUSY;
+	if (LOAD(r->pvclock.version) != version)
 		return READ_RETRY;
 	/* Xen rewrote the record after our TSC read: its line starts later. */
 	if (s->tsc < tsc_timestamp)
@@ -248,16 +264,18 @@ static inline uint32_t read_fast(const struct mapping *m, clockid_t clock,
 	uint64_t cycle_last, mask, max_delta, snsec, ns;
 	uint32_t seq, mode, mult, shift;
 	struct pvread_sample s;
+	unsigned int spins = 0;
 	int64_t sec;
 	int tries;
 
-	for (tries = 0; tries < MAX_TRIES; tries++) {
-		if (tries)
-			stats.retries++;
+	for (tries = 0; tries < MAX_TRIES;) {
 		seq = LOAD(h->seq);
 		RMB();
-		if (seq & 1)
+		if (seq & 1) {
+			if (!wait_for_writer(&spins))
+				return PVREAD_MODE_NONE;
 			continue;
+		}
 		mode = LOAD(h->mode);
 		if (mode != PVREAD_MODE_STABLE &&
 		    (mode != PVREAD_MODE_PERCPU ||
@@ -271,7 +289,13 @@ static inline uint32_t read_fast(const struct mapping *m, clockid_t clock,
 			switch (read_cycles(m, mode, &s)) {
 			case READ_NO:
 				return PVREAD_MODE_NONE;
+			case READ_BUSY:
+				if (!wait_for_writer(&spins))
+					return PVREAD_MODE_NONE;
+				continue;
 			case READ_RETRY:
+				tries++;
+				stats.retries++;
 				continue;
 			case READ_OK:
 				break;
@@ -293,8 +317,11 @@ static inline uint32_t read_fast(const struct mapping *m, clockid_t clock,
 			ns >>= shift;
 		}
 		RMB();
-		if (LOAD(h->seq) != seq)
+		if (LOAD(h->seq) != seq) {
+			tries++;
+			stats.retries++;
 			continue;
+		}
 		while (ns >= NSEC_PER_SEC) {
 			ns -= NSEC_PER_SEC;
 			sec++;
@@ -419,9 +446,9 @@ time_t pvread_time(time_t *t)
 int pvread_sample_pvclock(struct pvread_sample *sample)
 {
 	const struct mapping *m = get_map();
-	int tries;
-
+	unsigned int spins = 0;
 	uint32_t mode;
+	int tries;
 
 	if (!m || !(LOAD(m->hdr->flags) & PVREAD_FLAG_TSC_AUX)) {
 		errno = ENODEV;
@@ -430,14 +457,19 @@ int pvread_sample_pvclock(struct pvread_sample *sample)
 	/* Only the per-CPU reading says which CPU the sample belongs to. */
 	mode = LOAD(m->hdr->mode) == PVREAD_MODE_STABLE ? PVREAD_MODE_STABLE :
 	       PVREAD_MODE_PERCPU;
-	for (tries = 0; tries < MAX_TRIES; tries++) {
+	for (tries = 0; tries < MAX_TRIES;) {
 		switch (read_cycles(m, mode, sample)) {
 		case READ_OK:
 			return 0;
 		case READ_NO:
 			errno = ENODEV;
 			return -1;
+		case READ_BUSY:
+			if (!wait_for_writer(&spins))
+				tries = MAX_TRIES;
+			break;
 		case READ_RETRY:
+			tries++;
 			break;
 		}
 	}

@@ -1,0 +1,42 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# The preload shim with an unmodified program (timeloop, dynamically linked).
+#   pvread_shim.sh xen [N]    module loaded: N gettimeofday and N clock_gettime
+#                             calls make no clock system call (tolerance
+#                             raised: under emulation the records disagree by
+#                             milliseconds), and the answers are right
+#   pvread_shim.sh plain [N]  no module: the shim falls back, answers right
+. "$(dirname "$0")/pvread_lib.sh"
+where=${1:?usage: pvread_shim.sh xen|plain [N]}
+n=${2:-100000000}
+dir=$(cd "$(dirname "$0")" && pwd)
+shim=$dir/lib/libpvread-preload.so
+trace=/tmp/pvread-shim.trace
+
+# count_clock_syscalls CALL N: clock system calls made by N calls of CALL
+count_clock_syscalls() {
+	LD_PRELOAD=$shim strace -f -qq -o $trace \
+		-e trace=clock_gettime,gettimeofday,time timeloop "$1" "$2" |
+		sed 's/^/# /' >&2
+	grep -c . $trace || true
+}
+
+if [ "$where" = xen ]; then
+	export PVREAD_MAX_ERROR_NS=1000000000
+	pvread-status -w 10 >/dev/null
+	for call in gettimeofday clock_gettime; do
+		start=$(date +%s)
+		calls=$(count_clock_syscalls $call "$n")
+		echo "# $n $call calls through the shim: $calls clock system calls, $(( $(date +%s) - start )) s"
+		check "shim: $n $call calls, no clock system call" [ "$calls" -eq 0 ]
+	done
+	unset PVREAD_MAX_ERROR_NS
+fi
+
+for call in gettimeofday clock_gettime time; do
+	out=$(LD_PRELOAD=$shim timeloop -c $call 1000000)
+	rc=$?
+	echo "# $out"
+	check "shim ($where): $call between two system calls, never backwards" [ $rc -eq 0 ]
+done
+exit $failed
