@@ -20,9 +20,11 @@
 #include <linux/module.h>
 #include <linux/pvclock_gtod.h>
 #include <linux/spinlock.h>
+#include <linux/syscore_ops.h>
+#include <linux/sysfs.h>
 #include <linux/timekeeper_internal.h>
+#include <linux/workqueue.h>
 #include <linux/uaccess.h>
-#include <linux/version.h>
 #include <asm/msr.h>
 #include <asm/pvclock.h>
 #include <asm/xen/hypercall.h>
@@ -63,10 +65,16 @@ static struct {
 	enum cpuhp_state hp_state;
 	bool cpu0_owned_by_kernel;
 
-	raw_spinlock_t lock;		/* header writes, masks below */
+	raw_spinlock_t lock;		/* header writes, everything below */
 	cpumask_var_t registered;
 	cpumask_var_t tsc_aux_ok;
 	cpumask_var_t prepared;		/* online callback has run */
+	bool xen_clocksource;		/* at the last timekeeper update */
+	bool ready;			/* warmed up, records readable */
+	bool suspended;			/* between syscore suspend and resume */
+	u64 last_update_ns;		/* ktime_get_mono_fast_ns() then */
+	u64 resumes;
+	struct work_struct resume_work;	/* checks TSC_AUX after a resume */
 
 	/* bound window, only touched by the notifier (timekeeper serialises) */
 	u64 window[PVREAD_WINDOW_SEC];
@@ -88,36 +96,80 @@ static const struct pvclock_vcpu_time_info *pvread_pvti(unsigned int cpu)
 static void pvread_write_begin(struct pvread_header *h)
 {
 	WRITE_ONCE(h->seq, h->seq + 1);
+	/* odd seq visible before any field changes; pairs with readers' rmb */
 	smp_wmb();
 }
 
 static void pvread_write_end(struct pvread_header *h)
 {
+	/* every field written before seq turns even; pairs with readers' rmb */
 	smp_wmb();
 	WRITE_ONCE(h->seq, h->seq + 1);
 }
 
-/* Flags that hotplug can change; called with pv.lock held. */
-static u32 pvread_cpu_flags(void)
+/* Every registered record carries Xen's TSC-stable bit; pv.lock held. */
+static bool pvread_all_stable(void)
+{
+	unsigned int cpu;
+
+	if (cpumask_empty(pv.registered))
+		return false;
+	for_each_cpu(cpu, pv.registered)
+		if (!(READ_ONCE(pvread_pvti(cpu)->flags) & PVCLOCK_TSC_STABLE_BIT))
+			return false;
+	return true;
+}
+
+/*
+ * Flags and mode from the state of everything; pv.lock held, header open.
+ *
+ * Stable mode: when Xen sets PVCLOCK_TSC_STABLE_BIT, Linux trusts it only if
+ * it saw the bit at boot, and then it has registered vCPU 0's secondary area
+ * for its own vDSO (pvclock_get_pvti_cpu0_va() is set) and reads pvclock
+ * without the global last_value.  That area is the kernel's: this module
+ * never registers vCPU 0 then (pvread_kernel_owns()), since Xen keeps one
+ * secondary area per vCPU and a second registration would take it away.
+ * Every record then tells the same time, so the page names one registered
+ * record, the lowest-numbered CPU's, in stable_record, for every CPU; no
+ * TSC_AUX is needed.  Without the kernel's trust in the bit (it appeared
+ * after boot, or the vDSO could not register) the kernel still hides the
+ * records' disagreement behind last_value, and the page stays per-CPU.
+ * With a single vCPU whose area the kernel owns nothing is registered and
+ * the mode is none; the kernel's vDSO is fast there anyway.
+ */
+static void pvread_publish(struct pvread_header *h)
 {
 	u32 flags = 0;
 
+	h->nr_registered = cpumask_weight(pv.registered);
 	if (cpumask_subset(pv.prepared, pv.tsc_aux_ok))
 		flags |= PVREAD_FLAG_TSC_AUX;
 	if (pv.cpu0_owned_by_kernel)
 		flags |= PVREAD_FLAG_CPU0_OWNED_BY_KERNEL;
-	return flags;
+	if (pv.xen_clocksource)
+		flags |= PVREAD_FLAG_XEN_CLOCKSOURCE;
+	if (pv.xen_clocksource && pvread_all_stable())
+		flags |= PVREAD_FLAG_TSC_STABLE;
+	h->flags = flags;
+	h->mode = PVREAD_MODE_NONE;
+	h->stable_record = 0;
+	if (!pv.ready || pv.suspended || !pv.xen_clocksource ||
+	    !h->nr_registered)
+		return;
+	if ((flags & PVREAD_FLAG_TSC_STABLE) && pv.cpu0_owned_by_kernel) {
+		h->stable_record = cpumask_first(pv.registered);
+		h->mode = PVREAD_MODE_STABLE;
+	} else if (flags & PVREAD_FLAG_TSC_AUX) {
+		h->mode = PVREAD_MODE_PERCPU;
+	}
 }
 
-/* Mode from the state of everything; called with pv.lock held. */
-static void pvread_set_mode(struct pvread_header *h, u32 flags, bool ready)
+/* Republish after a change outside the timekeeper; pv.lock held. */
+static void pvread_republish(void)
 {
-	h->flags = flags;
-	h->nr_registered = cpumask_weight(pv.registered);
-	h->mode = PVREAD_MODE_NONE;
-	if (ready && (flags & PVREAD_FLAG_XEN_CLOCKSOURCE) &&
-	    (flags & PVREAD_FLAG_TSC_AUX) && h->nr_registered)
-		h->mode = PVREAD_MODE_PERCPU;
+	pvread_write_begin(pv.hdr);
+	pvread_publish(pv.hdr);
+	pvread_write_end(pv.hdr);
 }
 
 static u32 pvread_read_tsc_aux(void)
@@ -137,11 +189,15 @@ static void pvread_setup_tsc_aux(unsigned int cpu, struct pvread_cpu *pc)
 {
 	u64 want = ((u64)cpu_to_node(cpu) << 12) | cpu;
 
+	cpumask_clear_cpu(cpu, pv.tsc_aux_ok);
 	if (cpu > PVREAD_TSC_AUX_CPU_MASK)
 		return;
 	if ((pvread_read_tsc_aux() & PVREAD_TSC_AUX_CPU_MASK) != cpu) {
-		if (rdmsrl_safe(MSR_TSC_AUX, &pc->saved_tsc_aux) ||
-		    wrmsrl_safe(MSR_TSC_AUX, want))
+		/* Keep what was there before the module, for the offline. */
+		if (!pc->wrote_tsc_aux &&
+		    rdmsrl_safe(MSR_TSC_AUX, &pc->saved_tsc_aux))
+			return;
+		if (wrmsrl_safe(MSR_TSC_AUX, want))
 			return;
 		pc->wrote_tsc_aux = true;
 	}
@@ -165,7 +221,12 @@ static bool pvread_kernel_owns(unsigned int cpu)
 	return pv.cpu0_owned_by_kernel && xen_vcpu_nr(cpu) == 0;
 }
 
-/* Runs on @cpu itself, before the scheduler lets user tasks there. */
+/*
+ * Runs on @cpu itself (CPUHP_AP_ONLINE_DYN), before CPUHP_AP_ACTIVE lets the
+ * scheduler put user tasks there: the record is registered, written by Xen
+ * (it updates the calling vCPU's area at registration) and TSC_AUX names
+ * the CPU before any user-space rdtscp can run on it.
+ */
 static int pvread_cpu_online(unsigned int cpu)
 {
 	struct pvread_record *rec = pvread_record(cpu);
@@ -191,16 +252,16 @@ static int pvread_cpu_online(unsigned int cpu)
 		cpumask_set_cpu(cpu, pv.registered);
 		WRITE_ONCE(rec->state, PVREAD_RECORD_REGISTERED);
 	}
-	pvread_write_begin(pv.hdr);
-	pvread_set_mode(pv.hdr, pvread_cpu_flags() |
-			(pv.hdr->flags & PVREAD_FLAG_XEN_CLOCKSOURCE),
-			pv.hdr->mode != PVREAD_MODE_NONE);
-	pvread_write_end(pv.hdr);
+	pvread_republish();
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
 	return 0;
 }
 
-/* Runs on @cpu itself, after the scheduler moved user tasks away. */
+/*
+ * Runs on @cpu itself, after CPUHP_AP_ACTIVE's teardown keeps user tasks
+ * away: the record is marked unregistered in the page before Xen is told to
+ * stop writing it, so no reader trusts a record that has gone stale.
+ */
 static int pvread_cpu_offline(unsigned int cpu)
 {
 	struct pvread_record *rec = pvread_record(cpu);
@@ -214,11 +275,7 @@ static int pvread_cpu_offline(unsigned int cpu)
 	WRITE_ONCE(rec->state, 0);
 	cpumask_clear_cpu(cpu, pv.prepared);
 	cpumask_clear_cpu(cpu, pv.tsc_aux_ok);
-	pvread_write_begin(pv.hdr);
-	pvread_set_mode(pv.hdr, pvread_cpu_flags() |
-			(pv.hdr->flags & PVREAD_FLAG_XEN_CLOCKSOURCE),
-			pv.hdr->mode != PVREAD_MODE_NONE);
-	pvread_write_end(pv.hdr);
+	pvread_republish();
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
 
 	if (pc->wrote_tsc_aux) {
@@ -258,20 +315,17 @@ static bool pvread_eval(unsigned int cpu, u64 tsc, u64 *cycles)
  * How far apart are the registered records and the kernel's own clocksource
  * read, right now?  U64_MAX when that cannot be told.
  */
-static u64 pvread_spread(struct clocksource *cs, bool *stable)
+static u64 pvread_spread(struct clocksource *cs)
 {
 	u64 t0, t1, kernel, c, lo, hi;
 	unsigned int cpu;
 
-	*stable = true;
 	t0 = rdtsc_ordered();
 	kernel = cs->read(cs);
 	t1 = rdtsc_ordered();
 	lo = kernel;
 	hi = kernel;
 	for_each_cpu(cpu, pv.registered) {
-		if (!(READ_ONCE(pvread_pvti(cpu)->flags) & PVCLOCK_TSC_STABLE_BIT))
-			*stable = false;
 		if (!pvread_eval(cpu, t0, &c))
 			return U64_MAX;
 		lo = min(lo, c);
@@ -352,7 +406,18 @@ static void pvread_mirror(struct pvread_timekeeper *m,
 			NSEC_PER_SEC);
 }
 
-/* Called by the timekeeper at every update, its lock held, irqs off. */
+/* Forget the bound's history: a new clocksource or a resume. */
+static void pvread_restart_window(void)
+{
+	pv.have_first = false;
+	memset(pv.window_sec, 0, sizeof(pv.window_sec));
+}
+
+/*
+ * Called by the timekeeper at every update (ticks, settimeofday and
+ * clock_settime, adjtimex, a clocksource change), its lock held, irqs off:
+ * whatever changed, the page says so before the update is over.
+ */
 static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 			      void *priv)
 {
@@ -360,13 +425,12 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	struct clocksource *cs = tk->tkr_mono.clock;
 	struct pvread_header *h = pv.hdr;
 	u64 spread = U64_MAX, bound = U64_MAX, now_sec;
-	bool xen, stable = false, ready = false;
-	u32 flags;
+	bool xen, ready = false;
 
 	raw_spin_lock(&pv.lock);
 	xen = !strcmp(cs->name, "xen") && tk->tkr_mono.mask == U64_MAX;
 	if (xen) {
-		spread = pvread_spread(cs, &stable);
+		spread = pvread_spread(cs);
 		now_sec = tk->tkr_mono.cycle_last / NSEC_PER_SEC;
 		if (!pv.have_first) {
 			pv.first_sec = now_sec;
@@ -377,22 +441,18 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 			ready = now_sec >= pv.first_sec + PVREAD_WARMUP_SEC;
 		}
 	} else {
-		pv.have_first = false;
-		memset(pv.window_sec, 0, sizeof(pv.window_sec));
+		pvread_restart_window();
 	}
-
-	flags = pvread_cpu_flags();
-	if (xen)
-		flags |= PVREAD_FLAG_XEN_CLOCKSOURCE;
-	if (xen && stable && !cpumask_empty(pv.registered))
-		flags |= PVREAD_FLAG_TSC_STABLE;
+	pv.xen_clocksource = xen;
+	pv.ready = ready;
+	pv.last_update_ns = ktime_get_mono_fast_ns();
 
 	pvread_write_begin(h);
 	pvread_mirror(&h->tk, tk);
 	h->error_bound_ns = bound;
 	h->spread_ns = spread;
 	h->updates++;
-	pvread_set_mode(h, flags, ready);
+	pvread_publish(h);
 	pvread_write_end(h);
 	raw_spin_unlock(&pv.lock);
 	return NOTIFY_OK;
@@ -420,7 +480,7 @@ static int pvread_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EPERM;
 	if (vma->vm_pgoff || len > pv.size)
 		return -EINVAL;
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+#ifdef PVREAD_HAVE_VM_FLAGS_MOD	/* Linux 6.3 on, see Kbuild */
 	vm_flags_mod(vma, VM_DONTEXPAND | VM_DONTDUMP, VM_MAYWRITE | VM_MAYEXEC);
 #else
 	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
@@ -477,12 +537,220 @@ static const struct file_operations pvread_fops = {
 	.compat_ioctl = compat_ptr_ioctl,
 };
 
+/*
+ * What an operator can read without a debugger, one value per file in
+ * /sys/class/misc/pvread/ (the device's own directory, so it comes and goes
+ * with /dev/pvread).  sysfs rather than debugfs: debugfs is often not
+ * mounted on production guests, is root-only, and is switched off by
+ * kernel lockdown; these figures are for monitoring, not for debugging.
+ * They are described in kmod/README.md.
+ */
+static const char * const pvread_mode_names[] = {
+	[PVREAD_MODE_NONE] = "none",
+	[PVREAD_MODE_PERCPU] = "percpu",
+	[PVREAD_MODE_STABLE] = "stable",
+};
+
+static ssize_t mode_show(struct device *dev, struct device_attribute *attr,
+			 char *buf)
+{
+	u32 mode = READ_ONCE(pv.hdr->mode);
+
+	if (mode >= ARRAY_SIZE(pvread_mode_names))
+		return sysfs_emit(buf, "%u\n", mode);
+	return sysfs_emit(buf, "%s\n", pvread_mode_names[mode]);
+}
+static DEVICE_ATTR_RO(mode);
+
+static ssize_t flags_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	return sysfs_emit(buf, "0x%x\n", READ_ONCE(pv.hdr->flags));
+}
+static DEVICE_ATTR_RO(flags);
+
+static ssize_t tsc_stable_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", !!(READ_ONCE(pv.hdr->flags) &
+					   PVREAD_FLAG_TSC_STABLE));
+}
+static DEVICE_ATTR_RO(tsc_stable);
+
+static ssize_t xen_clocksource_show(struct device *dev,
+				    struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", !!(READ_ONCE(pv.hdr->flags) &
+					   PVREAD_FLAG_XEN_CLOCKSOURCE));
+}
+static DEVICE_ATTR_RO(xen_clocksource);
+
+static ssize_t registered_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
+{
+	unsigned long irqflags;
+	ssize_t len;
+
+	raw_spin_lock_irqsave(&pv.lock, irqflags);
+	len = sysfs_emit(buf, "%*pbl\n", cpumask_pr_args(pv.registered));
+	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+	return len;
+}
+static DEVICE_ATTR_RO(registered);
+
+static ssize_t stable_record_show(struct device *dev,
+				  struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", READ_ONCE(pv.hdr->stable_record));
+}
+static DEVICE_ATTR_RO(stable_record);
+
+static ssize_t updates_show(struct device *dev, struct device_attribute *attr,
+			    char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", READ_ONCE(pv.hdr->updates));
+}
+static DEVICE_ATTR_RO(updates);
+
+static ssize_t last_update_age_ms_show(struct device *dev,
+				       struct device_attribute *attr,
+				       char *buf)
+{
+	unsigned long irqflags;
+	u64 last, now;
+
+	raw_spin_lock_irqsave(&pv.lock, irqflags);
+	last = pv.last_update_ns;
+	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+	if (!last)
+		return sysfs_emit(buf, "-1\n");
+	now = ktime_get_mono_fast_ns();
+	return sysfs_emit(buf, "%llu\n",
+			  now > last ? div_u64(now - last, NSEC_PER_MSEC) : 0);
+}
+static DEVICE_ATTR_RO(last_update_age_ms);
+
+static ssize_t spread_ns_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", READ_ONCE(pv.hdr->spread_ns));
+}
+static DEVICE_ATTR_RO(spread_ns);
+
+static ssize_t error_bound_ns_show(struct device *dev,
+				   struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", READ_ONCE(pv.hdr->error_bound_ns));
+}
+static DEVICE_ATTR_RO(error_bound_ns);
+
+static ssize_t resumes_show(struct device *dev, struct device_attribute *attr,
+			    char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", READ_ONCE(pv.resumes));
+}
+static DEVICE_ATTR_RO(resumes);
+
+static struct attribute *pvread_attrs[] = {
+	&dev_attr_mode.attr,
+	&dev_attr_flags.attr,
+	&dev_attr_tsc_stable.attr,
+	&dev_attr_xen_clocksource.attr,
+	&dev_attr_registered.attr,
+	&dev_attr_stable_record.attr,
+	&dev_attr_updates.attr,
+	&dev_attr_last_update_age_ms.attr,
+	&dev_attr_spread_ns.attr,
+	&dev_attr_error_bound_ns.attr,
+	&dev_attr_resumes.attr,
+	NULL,
+};
+ATTRIBUTE_GROUPS(pvread);
+
 static struct miscdevice pvread_misc = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "pvread",
 	.fops = &pvread_fops,
+	.groups = pvread_groups,
 	.mode = 0444,
 };
+
+/*
+ * Suspend and resume.  Three ways a guest sleeps:
+ *  - s2idle: nothing is lost, and neither hook below runs.
+ *  - S3 or hibernation: the other CPUs go offline first (their records
+ *    leave through the hotplug callbacks and come back with them); the
+ *    syscore hooks run on the boot CPU alone.
+ *  - Xen save/restore and live migration (drivers/xen/manage.c): the
+ *    syscore hooks run on CPU 0 inside stop_machine with every other CPU
+ *    still online, and after a restore Xen has forgotten every secondary
+ *    area and the TSC may run at another rate.
+ * So: at suspend publish mode none; at resume register every area that was
+ * registered again (Xen accepts it for any vCPU of the domain, and a second
+ * registration of the same area is harmless), start the bound's history
+ * afresh, and have a work item check TSC_AUX on every CPU before the page
+ * says per-CPU again.  The syscore hooks rather than a PM notifier, since
+ * Xen's own suspend path calls no PM notifier.
+ */
+static int pvread_syscore_suspend(void)
+{
+	raw_spin_lock(&pv.lock);
+	pv.suspended = true;
+	pvread_republish();
+	raw_spin_unlock(&pv.lock);
+	return 0;
+}
+
+static void pvread_syscore_resume(void)
+{
+	unsigned int cpu, self = smp_processor_id();
+	int ret;
+
+	raw_spin_lock(&pv.lock);
+	for_each_cpu(cpu, pv.registered) {
+		ret = pvread_register_area(cpu, &pvread_record(cpu)->pvclock);
+		if (ret) {
+			WRITE_ONCE(pvread_record(cpu)->state, 0);
+			cpumask_clear_cpu(cpu, pv.registered);
+		}
+	}
+	cpumask_and(pv.tsc_aux_ok, pv.tsc_aux_ok, cpumask_of(self));
+	pvread_restart_window();
+	pv.ready = false;
+	pv.suspended = false;
+	pv.resumes++;
+	pvread_republish();
+	raw_spin_unlock(&pv.lock);
+	schedule_work(&pv.resume_work);
+}
+
+static struct syscore_ops pvread_syscore_ops = {
+	.suspend = pvread_syscore_suspend,
+	.resume = pvread_syscore_resume,
+};
+
+static void pvread_check_tsc_aux(void *unused)
+{
+	unsigned int cpu = smp_processor_id();
+
+	raw_spin_lock(&pv.lock);
+	if (cpumask_test_cpu(cpu, pv.prepared))
+		pvread_setup_tsc_aux(cpu, &pv.cpus[cpu]);
+	pvread_republish();
+	raw_spin_unlock(&pv.lock);
+}
+
+static void pvread_resume_work(struct work_struct *work)
+{
+	unsigned int cpu;
+
+	cpus_read_lock();
+	on_each_cpu(pvread_check_tsc_aux, NULL, 1);
+	for_each_cpu(cpu, pv.prepared)
+		if (!cpumask_test_cpu(cpu, pv.tsc_aux_ok))
+			pr_warn("cpu%u: TSC_AUX wrong after resume\n", cpu);
+	cpus_read_unlock();
+}
 
 static bool pvread_cpu_has_rdtscp(void)
 {
@@ -561,7 +829,8 @@ static int __init pvread_init(void)
 	h->map_size = pv.size;
 	h->error_bound_ns = U64_MAX;
 	h->spread_ns = U64_MAX;
-	pv.cpu0_owned_by_kernel = pvclock_get_pvti_cpu0_va() != NULL;
+	pv.cpu0_owned_by_kernel = !!pvclock_get_pvti_cpu0_va();
+	INIT_WORK(&pv.resume_work, pvread_resume_work);
 
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "pvread:online",
 				pvread_cpu_online, pvread_cpu_offline);
@@ -578,9 +847,10 @@ static int __init pvread_init(void)
 	ret = pvclock_gtod_register_notifier(&pvread_gtod_nb);
 	if (ret)
 		goto err_areas;
+	register_syscore_ops(&pvread_syscore_ops);
 	ret = misc_register(&pvread_misc);
 	if (ret)
-		goto err_notifier;
+		goto err_syscore;
 
 	pr_info("%u vCPU records registered%s; clocksource %s\n",
 		cpumask_weight(pv.registered),
@@ -588,7 +858,9 @@ static int __init pvread_init(void)
 		(h->flags & PVREAD_FLAG_XEN_CLOCKSOURCE) ? "xen" : "not xen");
 	return 0;
 
-err_notifier:
+err_syscore:
+	unregister_syscore_ops(&pvread_syscore_ops);
+	cancel_work_sync(&pv.resume_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 err_areas:
 	pvread_release_areas();
@@ -604,6 +876,8 @@ err_free:
 static void __exit pvread_exit(void)
 {
 	misc_deregister(&pvread_misc);
+	unregister_syscore_ops(&pvread_syscore_ops);
+	cancel_work_sync(&pv.resume_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 	pvread_release_areas();
 	pvread_free();

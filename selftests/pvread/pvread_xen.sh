@@ -31,5 +31,9 @@ kill $holder; wait $holder 2>/dev/null
 check "rmmod after the last user" rmmod pvread
 check "module gone" sh -c '! grep -q "^pvread " /proc/modules'
 
+# The kernel side under hotplug, clocksource switches, time jumps, suspend,
+# and load/unload cycles.
+sh "$(dirname "$0")/pvread_kmod.sh" "$mod" || failed=1
+
 check_dmesg
 exit $failed
