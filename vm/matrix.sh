@@ -1,0 +1,253 @@
+# shellcheck shell=bash
+# The test-machine matrix, shared by vm/check and vm/soak. Sourced after
+# lib.sh, from the top of the repository.
+#
+# A machine is a name, the vm/run arguments that boot it, the guest script
+# that runs the suite in it, and the kernel its pvread.ko is built for.
+
+# name | vm/run MACHINE and options | guest script | module built for
+MATRIX_SPECS=(
+    # Linux 6.1 dom0 picks tsc with 1 vCPU (measured): select xen first.
+    "xen417-1cpu|xen --smp 1 --clocksource xen|pvread_xen.sh|6.1"
+    "xen417-2cpu|xen --smp 2|pvread_xen.sh|6.1"
+    "xen417-4cpu|xen --smp 4|pvread_xen.sh|6.1"
+    "plain|plain --smp 2|pvread_plain.sh|6.1"
+    # Linux 6.12 dom0 starts on tsc and moves to xen only once its watchdog
+    # finds the TSC unstable (a few seconds in, under TCG): select xen first.
+    "xen420-1cpu|xen420 --smp 1 --clocksource xen|pvread_xen.sh|6.12"
+    "xen420-2cpu|xen420 --smp 2 --clocksource xen|pvread_xen.sh|6.12"
+    "xen420-4cpu|xen420 --smp 4 --clocksource xen|pvread_xen.sh|6.12"
+)
+# The default run (CI): every vCPU count on the first generation, the plain
+# guest, and the second generation with 2 vCPUs.
+MATRIX_DEFAULT=(xen417-1cpu xen417-2cpu xen417-4cpu plain xen420-2cpu)
+
+matrix_names() { local s; for s in "${MATRIX_SPECS[@]}"; do echo "${s%%|*}"; done; }
+
+# matrix_spec NAME: set M_RUN (array of vm/run arguments), M_SCRIPT, M_KMOD.
+matrix_spec() {
+    local s name rest
+    for s in "${MATRIX_SPECS[@]}"; do
+        name=${s%%|*}
+        [[ $name == "$1" ]] || continue
+        rest=${s#*|}
+        read -r -a M_RUN <<<"${rest%%|*}"
+        rest=${rest#*|}
+        M_SCRIPT=${rest%%|*}
+        M_KMOD=${rest#*|}
+        return 0
+    done
+    return 1
+}
+
+# matrix_check_names NAME...: die on an unknown machine name.
+matrix_check_names() {
+    local n
+    for n in "$@"; do
+        matrix_spec "$n" || die "unknown machine '$n' (known: $(matrix_names | tr '\n' ' '))"
+    done
+}
+
+# matrix_prepare NAME...: setup, build the payloads the machines need.
+# Sets PAYLOAD_61 and PAYLOAD_612 (empty when not needed), and
+# XEN420_ERROR (why the 6.12 payload is missing, if it is). Root.
+matrix_prepare() {
+    local n need61=no need612=no kver kver612
+    for n in "$@"; do
+        matrix_spec "$n"
+        # The 6.12 payload reuses the 6.1 one's static user programs.
+        need61=yes
+        [[ $M_KMOD == 6.12 ]] && need612=yes
+    done
+    PAYLOAD_61='' PAYLOAD_612='' XEN420_ERROR=''
+    [[ $need61 == yes ]] || return 0
+    # The module must be built for the kernel the machines boot, which need
+    # not be the host's own.
+    kver=$(vm/setup)
+    make payload KDIR="/usr/src/linux-headers-$kver" || die "make payload KDIR=/usr/src/linux-headers-$kver failed"
+    PAYLOAD_61=build/payload
+    [[ $need612 == yes ]] || return 0
+    # A failure here fails the xen420 machines, not the whole run.
+    if ! kver612=$(vm/setup-xen420); then
+        XEN420_ERROR="vm/setup-xen420 failed (see above)"
+        return 0
+    fi
+    rm -rf build/payload-xen420 && cp -a build/payload build/payload-xen420
+    rm -f build/payload-xen420/pvread.ko
+    if ! vm/build-kmod-xen420 build/payload-xen420/pvread.ko; then
+        XEN420_ERROR="pvread.ko does not build against Linux $kver612 (see above)"
+        return 0
+    fi
+    PAYLOAD_612=build/payload-xen420
+}
+
+# Results of a run: one line per test outcome, "machine<TAB>result<TAB>test",
+# result pass|fail|skip, in $RESULTS; one vm/run status file per boot.
+matrix_init_results() {
+    RUNDIR=$1
+    mkdir -p "$RUNDIR"
+    RESULTS=$RUNDIR/results.tsv
+    : >"$RESULTS"
+    MACHINE_ROWS=$RUNDIR/machines.tsv
+    : >"$MACHINE_ROWS"
+}
+
+# matrix_record MACHINE RESULT TEST
+matrix_record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
+
+# matrix_parse MACHINE OUTFILE: the ok / not ok lines of the guest's output
+# (KTAP from pvread_test, "ok - ..." from the guest scripts) as results. The
+# test's name is its description up to the first ": " (what follows is
+# detail that varies by run), without a trailing "(exit N)".
+matrix_parse() {
+    awk -v m="$1" '
+    /^(not )?ok([ \t]|$)/ {
+        line = $0; res = "pass"
+        if (line ~ /^not ok/) { res = "fail"; sub(/^not ok[ \t]*/, "", line) }
+        else sub(/^ok[ \t]*/, "", line)
+        sub(/^[0-9]+[ \t]*/, "", line); sub(/^- */, "", line)
+        if (match(line, /(^|[ \t])#[ \t]*[Ss][Kk][Ii][Pp]/)) {
+            reason = substr(line, RSTART + RLENGTH); sub(/^[ \t]*/, "", reason)
+            if (res == "pass") res = "skip"
+            line = substr(line, 1, RSTART - 1)
+            if (line ~ /^[ \t]*$/) line = reason
+        } else if (match(line, /[ \t]#[ \t]*(TODO|XFAIL)/)) {
+            line = substr(line, 1, RSTART - 1)
+        }
+        p = index(line, ": "); if (p > 1) line = substr(line, 1, p - 1)
+        sub(/ \(exit [0-9]+\)$/, "", line); sub(/[ \t]+$/, "", line)
+        if (line == "") line = "(no description)"
+        print m "\t" res "\t" line
+    }' "$2" >>"$RESULTS"
+}
+
+# matrix_boot NAME TAG TIMEOUT COMMAND: boot machine NAME once with the
+# suite command COMMAND, stream its output, and record the results.
+# Files: $RUNDIR/TAG.{out,err,console,status}. Returns 0.
+matrix_boot() {
+    local name=$1 tag=$2 timeout=$3 cmd=$4 payload rc st reason splats
+    matrix_spec "$name"
+    local out=$RUNDIR/$tag.out err=$RUNDIR/$tag.err status=$RUNDIR/$tag.status
+    payload=$PAYLOAD_61
+    if [[ $M_KMOD == 6.12 ]]; then
+        payload=$PAYLOAD_612
+        if [[ -z $payload ]]; then
+            echo "=== $name: not booted: $XEN420_ERROR"
+            matrix_record "$name" fail "machine prepared (setup, module build)"
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "-" "-" "-" "-" "-" \
+                "$XEN420_ERROR" >>"$MACHINE_ROWS"
+            return 0
+        fi
+        matrix_record "$name" pass "machine prepared (setup, module build)"
+    fi
+    echo "=== $name: vm/run ${M_RUN[*]} -- $cmd"
+    rm -f "$status"
+    set +e
+    vm/run --payload "$payload" --timeout "$timeout" --log "$RUNDIR/$tag.console" \
+        --status-file "$status" "${M_RUN[@]}" -- "$cmd" \
+        2> >(tee "$err" >&2) | tee "$out"
+    rc=${PIPESTATUS[0]}
+    set -e
+    matrix_parse "$name" "$out"
+    reason='' splats=''
+    if [[ -s $status ]]; then
+        st=$(grep -m1 '^reason=' "$status" | cut -d= -f2-)
+        reason=$st
+        splats=$(grep -m1 '^splats=' "$status" | cut -d= -f2-)
+    else
+        reason="vm/run wrote no status (exit $rc)"
+    fi
+    if [[ -z $reason && $rc -ne $VM_FAIL ]]; then
+        matrix_record "$name" pass "machine booted and finished (vm/run)"
+    else
+        matrix_record "$name" fail "machine booted and finished (vm/run)"
+    fi
+    if [[ -n $splats && $splats -eq 0 ]]; then
+        matrix_record "$name" pass "kernel console clean (vm/run scan)"
+    else
+        matrix_record "$name" fail "kernel console clean (vm/run scan)"
+        [[ -z $splats ]] || reason="${reason:+$reason; }$splats oops/BUG/WARNING/refcount lines on the console"
+    fi
+    if [[ $rc -eq 0 ]]; then
+        matrix_record "$name" pass "guest suite exit status 0"
+    else
+        matrix_record "$name" fail "guest suite exit status 0"
+    fi
+    # machine, exit, boot s, total s, guest clocksource, splats, reason
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$rc" \
+        "$(grep -m1 '^boot_s=' "$status" 2>/dev/null | cut -d= -f2- || true)" \
+        "$(grep -m1 '^total_s=' "$status" 2>/dev/null | cut -d= -f2- || true)" \
+        "$(grep -m1 '^guest=' "$status" 2>/dev/null | sed 's/.*clocksource=//' || true)" \
+        "${splats:--}" "$reason" >>"$MACHINE_ROWS"
+    return 0
+}
+
+# matrix_summary MACHINE...: print the machine x test table, the per-machine
+# counts and the figures; return 1 if anything failed.
+matrix_summary() {
+    local machines=("$@")
+    echo
+    echo "=== summary: machine x test (logs in $RUNDIR)"
+    awk -F'\t' -v order="${machines[*]}" '
+    # Rows in the order the tests ran: a test first seen on some machine
+    # goes right after the test that machine ran before it (a linked list
+    # from the head ""), so "exact on cpu3" follows "exact on cpu2".
+    BEGIN { nm = split(order, M, " "); nxt[""] = "\001" }
+    {
+        if (!($3 in seen)) {
+            seen[$3] = 1
+            prev = ($1 in last) ? last[$1] : ""
+            nxt[$3] = nxt[prev]; nxt[prev] = $3
+        }
+        last[$1] = $3
+        c[$1, $3, $2]++; tot[$1, $2]++; all[$2]++
+    }
+    function cell(m, t,   p, f, s, n) {
+        p = c[m, t, "pass"] + 0; f = c[m, t, "fail"] + 0; s = c[m, t, "skip"] + 0
+        n = p + f + s
+        if (n == 0) return "-"
+        if (f) return n == 1 ? "FAIL" : "FAIL " f "/" n
+        if (p && s) return "ok " p "+skip " s
+        if (p) return n == 1 ? "ok" : "ok x" n
+        return n == 1 ? "skip" : "skip x" n
+    }
+    END {
+        for (t = nxt[""]; t != "\001"; t = nxt[t]) T[++nt] = t
+        w = 4
+        for (i = 1; i <= nt; i++) if (length(T[i]) > w) w = length(T[i])
+        if (w > 60) w = 60
+        cw = 11
+        for (j = 1; j <= nm; j++) if (length(M[j]) + 1 > cw) cw = length(M[j]) + 1
+        printf "%-" w "s", "test"
+        for (j = 1; j <= nm; j++) printf " %" cw "s", M[j]
+        printf "\n"
+        for (i = 1; i <= nt; i++) {
+            printf "%-" w "s", substr(T[i], 1, w)
+            for (j = 1; j <= nm; j++) printf " %" cw "s", cell(M[j], T[i])
+            printf "\n"
+        }
+        printf "%-" w "s", "-- pass/fail/skip"
+        for (j = 1; j <= nm; j++)
+            printf " %" cw "s", (tot[M[j], "pass"] + 0) "/" (tot[M[j], "fail"] + 0) "/" (tot[M[j], "skip"] + 0)
+        printf "\n"
+        printf "total: %d passed, %d failed, %d skipped\n", all["pass"], all["fail"], all["skip"]
+    }' "$RESULTS"
+    echo
+    echo "=== machines (one row per boot)"
+    awk -F'\t' '
+    BEGIN { printf "%-12s %5s %7s %8s %-18s %6s  %s\n", "machine", "exit", "boot s", "total s", "clocksource", "splats", "failure" }
+    { printf "%-12s %5s %7s %8s %-18s %6s  %s\n", $1, $2, $3, $4, $5, $6, $7 }' "$MACHINE_ROWS"
+    if [[ ${MATRIX_FIGURES:-1} == 1 ]]; then
+        echo
+        echo "=== figures (from the guest output)"
+        local m f
+        for m in "${machines[@]}"; do
+            for f in "$RUNDIR/$m".out; do
+                [[ -s $f ]] || continue
+                grep -E '^# .*(violations|beyond|backward steps|warp|spread [0-9])' "$f" |
+                    sed "s/^# /$m: /" || true
+            done
+        done
+    fi
+    ! grep -q $'\tfail\t' "$RESULTS"
+}
