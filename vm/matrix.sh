@@ -72,12 +72,22 @@ matrix_prepare() {
         XEN420_ERROR="vm/setup-xen420 failed (see above)"
         return 0
     fi
+    # Same user programs and scripts; every .ko rebuilt for 6.12 (a stale
+    # 6.1 module left behind would fail to load, not silently pass).
     rm -rf build/payload-xen420 && cp -a build/payload build/payload-xen420
-    rm -f build/payload-xen420/pvread.ko
-    if ! vm/build-kmod-xen420 build/payload-xen420/pvread.ko; then
-        XEN420_ERROR="pvread.ko does not build against Linux $kver612 (see above)"
+    rm -f build/payload-xen420/*.ko
+    if ! vm/build-kmod-xen420 build/payload-xen420; then
+        XEN420_ERROR="the modules do not build against Linux $kver612 (see above)"
         return 0
     fi
+    local ko
+    for ko in build/payload/*.ko; do
+        [[ -e $ko ]] || continue
+        [[ -s build/payload-xen420/${ko##*/} ]] || {
+            XEN420_ERROR="build/payload has ${ko##*/}, which vm/build-kmod-xen420 does not build for 6.12"
+            return 0
+        }
+    done
     PAYLOAD_612=build/payload-xen420
 }
 
