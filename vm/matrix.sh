@@ -106,15 +106,21 @@ matrix_init_results() {
 matrix_record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
 
 # matrix_parse MACHINE OUTFILE: the ok / not ok lines of the guest's output
-# (KTAP from pvread_test, "ok - ..." from the guest scripts) as results. The
-# test's name is its description up to the first ": " (what follows is
-# detail that varies by run), without a trailing "(exit N)".
+# as results. A test's name must be the same on every machine and run:
+# - KTAP lines ("ok 12 desc", pvread_test) put detail after ": ", so the
+#   name is the description up to the first ": ";
+# - "ok - group: desc" lines (guest scripts, pvread_kmod_test) keep the
+#   description, without a trailing parenthesis that holds a number
+#   ("(exit 0)", "(0-1)", "(lost 12 kB, limit 256)") and with stand-alone
+#   numbers written N ("N load/read/unload cycles").
+# "# SKIP" makes a result a skip; an empty description takes the reason.
 matrix_parse() {
     awk -v m="$1" '
     /^(not )?ok([ \t]|$)/ {
         line = $0; res = "pass"
         if (line ~ /^not ok/) { res = "fail"; sub(/^not ok[ \t]*/, "", line) }
         else sub(/^ok[ \t]*/, "", line)
+        ktap = (line ~ /^[0-9]/)
         sub(/^[0-9]+[ \t]*/, "", line); sub(/^- */, "", line)
         if (match(line, /(^|[ \t])#[ \t]*[Ss][Kk][Ii][Pp]/)) {
             reason = substr(line, RSTART + RLENGTH); sub(/^[ \t]*/, "", reason)
@@ -124,8 +130,20 @@ matrix_parse() {
         } else if (match(line, /[ \t]#[ \t]*(TODO|XFAIL)/)) {
             line = substr(line, 1, RSTART - 1)
         }
-        p = index(line, ": "); if (p > 1) line = substr(line, 1, p - 1)
-        sub(/ \(exit [0-9]+\)$/, "", line); sub(/[ \t]+$/, "", line)
+        sub(/[ \t]+$/, "", line)
+        if (ktap) {
+            p = index(line, ": "); if (p > 1) line = substr(line, 1, p - 1)
+        }
+        gsub(/\(s\)/, "s", line)     # "update(s)" would nest parentheses
+        while (match(line, / \([^()]*[0-9][^()]*\)$/)) line = substr(line, 1, RSTART - 1)
+        if (!ktap) {
+            n = split(line, w, " "); line = ""
+            for (i = 1; i <= n; i++) {
+                if (w[i] ~ /^[+-]?[0-9]+(\.[0-9]+)?[,;:]?$/) sub(/[0-9]+(\.[0-9]+)?/, "N", w[i])
+                else if (w[i] ~ /^0x[0-9a-fA-F]+[,;:]?$/) sub(/0x[0-9a-fA-F]+/, "N", w[i])
+                line = line (i > 1 ? " " : "") w[i]
+            }
+        }
         if (line == "") line = "(no description)"
         print m "\t" res "\t" line
     }' "$2" >>"$RESULTS"
