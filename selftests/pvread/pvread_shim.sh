@@ -13,12 +13,15 @@ dir=$(cd "$(dirname "$0")" && pwd)
 shim=$dir/lib/libpvread-preload.so
 trace=/tmp/pvread-shim.trace
 
-# count_clock_syscalls CALL N: clock system calls made by N calls of CALL
+# count_clock_syscalls CALL N: clock system calls made by N calls of CALL,
+# counting only those inside the loop (timeloop frames it with getppid()).
 count_clock_syscalls() {
 	LD_PRELOAD=$shim strace -f -qq -o $trace \
-		-e trace=clock_gettime,gettimeofday,time timeloop "$1" "$2" |
-		sed 's/^/# /' >&2
-	grep -c . $trace || true
+		-e trace=clock_gettime,gettimeofday,time,getppid \
+		timeloop "$1" "$2" | sed 's/^/# /' >&2
+	awk '/getppid/ { inside = !inside; next } !inside' $trace |
+		sed 's/^/# outside the loop (libc itself): /' >&2
+	awk '/getppid/ { inside = !inside; next } inside { n++ } END { print n + 0 }' $trace
 }
 
 if [ "$where" = xen ]; then

@@ -58,8 +58,11 @@ static _Atomic int map_state = MAP_UNTRIED;
 /* Per-process floors of the clocks that must never go back. */
 static _Atomic int64_t floor_ns[PVREAD_NR_CLOCK_BASES];
 
-/* The fast mode this process last read in: the floor depends on it. */
-static _Atomic uint32_t mode_seen = PVREAD_MODE_NONE;
+/*
+ * The fast mode this process last read in: the floor depends on it.  No
+ * reading yet is as good as a per-CPU one: nothing to raise the floor over.
+ */
+static _Atomic uint32_t mode_seen = PVREAD_MODE_PERCPU;
 
 static __thread struct pvread_stats stats
 	__attribute__((tls_model("initial-exec")));
