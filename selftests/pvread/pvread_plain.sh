@@ -25,6 +25,7 @@ check "module not loaded" sh -c '! grep -q "^pvread " /proc/modules'
 pvread_test --plain "$@"
 rc=$?
 check "pvread_test --plain (exit $rc)" [ $rc -eq 0 ]
+sh "$(dirname "$0")/pvread_shim.sh" plain || failed=1
 
 check_dmesg
 exit $failed
