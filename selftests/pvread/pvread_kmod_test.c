@@ -174,6 +174,7 @@ static double wait_mode(uint32_t mode, double timeout)
 static void print_hdr(void)
 {
 	struct pvread_header h;
+	bool first = true;
 	unsigned int i;
 
 	snap(&h);
@@ -182,6 +183,22 @@ static void print_hdr(void)
 	       h.stable_record, (unsigned long long)h.updates,
 	       (unsigned long long)h.spread_ns,
 	       (unsigned long long)h.error_bound_ns, h.tk.mult, h.tk.shift);
+	printf("# registered_list=");
+	for (i = 0; i < h.nr_records; i++) {
+		unsigned int j = i;
+
+		if (!(rec(i)->state & PVREAD_RECORD_REGISTERED))
+			continue;
+		while (j + 1 < h.nr_records &&
+		       (rec(j + 1)->state & PVREAD_RECORD_REGISTERED))
+			j++;
+		printf("%s%u", first ? "" : ",", i);
+		if (j > i)
+			printf("-%u", j);
+		first = false;
+		i = j;
+	}
+	printf("\n");
 	for (i = 0; i < h.nr_records; i++)
 		printf("# record %u: state=%u vcpu=%u version=%u flags=%#x tsc_timestamp=%llu\n",
 		       i, rec(i)->state, rec(i)->xen_vcpu_id,
