@@ -37,6 +37,10 @@
 #define MAX_TRIES 8		/* reads spoilt by updates that completed */
 #define MAX_SPINS 100000	/* pauses for an update in progress, ~ms */
 
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
 /* The page is written concurrently by Xen and the module. */
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define RMB() __atomic_thread_fence(__ATOMIC_ACQUIRE)
@@ -132,22 +136,31 @@ fail:
 	return false;
 }
 
-/* The mapping, or NULL while it is absent or being made by someone else. */
-static const struct mapping *get_map(void)
+/* The first call: map the device, unless another thread is doing it. */
+static __attribute__((noinline, cold)) const struct mapping *first_map(void)
 {
-	int state = atomic_load_explicit(&map_state, memory_order_acquire);
+	int state = MAP_UNTRIED;
 	int saved_errno;
 
-	if (state == MAP_READY)
-		return &the_map;
-	if (state != MAP_UNTRIED ||
-	    !atomic_compare_exchange_strong(&map_state, &state, MAP_BUSY))
-		return NULL;
+	if (!atomic_compare_exchange_strong(&map_state, &state, MAP_BUSY))
+		return state == MAP_READY ? &the_map : NULL;
 	saved_errno = errno;
 	state = map_device(&the_map) ? MAP_READY : MAP_ABSENT;
 	errno = saved_errno;
 	atomic_store_explicit(&map_state, state, memory_order_release);
 	return state == MAP_READY ? &the_map : NULL;
+}
+
+/* The mapping, or NULL while it is absent or being made by someone else. */
+static ALWAYS_INLINE const struct mapping *get_map(void)
+{
+	int state = atomic_load_explicit(&map_state, memory_order_acquire);
+
+	if (likely(state == MAP_READY))
+		return &the_map;
+	if (state != MAP_UNTRIED)
+		return NULL;
+	return first_map();
 }
 
 int pvread_use_page(const void *page, size_t size)
@@ -188,7 +201,7 @@ static inline bool wait_for_writer(unsigned int *spins)
  * CPU's TSC: in per-CPU mode rdtscp names the CPU in the same instruction
  * that reads the TSC.
  */
-static inline enum read_result read_cycles(const struct mapping *m,
+static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
 					   uint32_t mode,
 					   struct pvread_sample *s)
 {
@@ -258,7 +271,7 @@ static inline bool never_back(clockid_t clock)
  * The page's answer for @clock, and the mode that gave it; PVREAD_MODE_NONE
  * when libc must answer.
  */
-static inline uint32_t read_fast(const struct mapping *m, clockid_t clock,
+static ALWAYS_INLINE uint32_t read_fast(const struct mapping *m, clockid_t clock,
 				 struct timespec *ts)
 {
 	const struct pvread_header *h = m->hdr;
@@ -372,7 +385,8 @@ static inline void respect_floor(clockid_t clock, struct timespec *ts)
 	}
 }
 
-static int slow_clock_gettime(clockid_t clock, struct timespec *ts)
+static __attribute__((noinline, cold))
+int slow_clock_gettime(clockid_t clock, struct timespec *ts)
 {
 	int ret;
 

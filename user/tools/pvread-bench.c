@@ -1,13 +1,21 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * pvread-bench: ns per read of raw rdtscp, libpvread, libc's clock_gettime
- * (the vDSO where it can) and the clock_gettime system call, in one run.
+ * pvread-bench: ns per read of raw rdtscp, libpvread for each clock, libc's
+ * clock_gettime (the vDSO where it can) and the clock_gettime system call,
+ * in one run, with min and median over repetitions and the ratios.
  *
- *   pvread-bench [-t MS] [-r REPS]   the table
- *   pvread-bench -l N -v libc|pvread|syscall   N reads of CLOCK_MONOTONIC,
- *                                  for counting system calls from outside
+ *   pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s stable|percpu]
+ *   pvread-bench -l N -v libc|pvread|syscall
+ *
+ * -s reads a synthetic page built in memory (no module needed) in that
+ * mode, kept current by a thread ticking every 4 ms like the kernel's
+ * timekeeper.  -j runs one reader per CPU, all at once, and reports the
+ * mean of their figures.  -l makes N reads of CLOCK_MONOTONIC, for
+ * counting system calls from outside.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +25,7 @@
 #include <x86intrin.h>
 
 #include "pvread.h"
+#include "synthetic.h"
 
 enum via { VIA_RDTSCP, VIA_PVREAD, VIA_LIBC, VIA_SYSCALL };
 
@@ -27,13 +36,20 @@ struct method {
 };
 
 static const struct method methods[] = {
-	{ "rdtscp",                         VIA_RDTSCP,  0 },
-	{ "pvread CLOCK_MONOTONIC",         VIA_PVREAD,  CLOCK_MONOTONIC },
-	{ "pvread CLOCK_REALTIME",          VIA_PVREAD,  CLOCK_REALTIME },
-	{ "libc (vDSO) CLOCK_MONOTONIC",    VIA_LIBC,    CLOCK_MONOTONIC },
-	{ "syscall CLOCK_MONOTONIC",        VIA_SYSCALL, CLOCK_MONOTONIC },
+	{ "rdtscp",                        VIA_RDTSCP,  0 },
+	{ "pvread CLOCK_MONOTONIC",        VIA_PVREAD,  CLOCK_MONOTONIC },
+	{ "pvread CLOCK_REALTIME",         VIA_PVREAD,  CLOCK_REALTIME },
+	{ "pvread CLOCK_MONOTONIC_RAW",    VIA_PVREAD,  CLOCK_MONOTONIC_RAW },
+	{ "pvread CLOCK_BOOTTIME",         VIA_PVREAD,  CLOCK_BOOTTIME },
+	{ "pvread CLOCK_TAI",              VIA_PVREAD,  CLOCK_TAI },
+	{ "pvread CLOCK_MONOTONIC_COARSE", VIA_PVREAD,  CLOCK_MONOTONIC_COARSE },
+	{ "libc (vDSO) CLOCK_MONOTONIC",   VIA_LIBC,    CLOCK_MONOTONIC },
+	{ "syscall CLOCK_MONOTONIC",       VIA_SYSCALL, CLOCK_MONOTONIC },
 };
 #define NR_METHODS (sizeof(methods) / sizeof(methods[0]))
+#define VDSO (NR_METHODS - 2)
+#define SYSCALL (NR_METHODS - 1)
+#define MAX_REPS 64
 
 static int64_t now_ns(void)
 {
@@ -43,47 +59,102 @@ static int64_t now_ns(void)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static uint64_t sink;
-
-static void run(const struct method *m, long n)
+/* One tight loop per kind of read: no dispatch inside what is measured. */
+static uint64_t run(const struct method *m, long n)
 {
-	struct timespec ts;
+	struct timespec ts = { 0, 0 };
+	uint64_t sink = 0;
 	unsigned int aux;
 	long i;
 
-	for (i = 0; i < n; i++) {
-		switch (m->via) {
-		case VIA_RDTSCP:
+	switch (m->via) {
+	case VIA_RDTSCP:
+		for (i = 0; i < n; i++)
 			sink += __rdtscp(&aux);
-			continue;
-		case VIA_PVREAD:
+		break;
+	case VIA_PVREAD:
+		for (i = 0; i < n; i++) {
 			pvread_clock_gettime(m->clock, &ts);
-			break;
-		case VIA_LIBC:
-			clock_gettime(m->clock, &ts);
-			break;
-		case VIA_SYSCALL:
-			syscall(SYS_clock_gettime, m->clock, &ts);
-			break;
+			sink += ts.tv_nsec;
 		}
-		sink += ts.tv_nsec;
+		break;
+	case VIA_LIBC:
+		for (i = 0; i < n; i++) {
+			clock_gettime(m->clock, &ts);
+			sink += ts.tv_nsec;
+		}
+		break;
+	case VIA_SYSCALL:
+		for (i = 0; i < n; i++) {
+			syscall(SYS_clock_gettime, m->clock, &ts);
+			sink += ts.tv_nsec;
+		}
+		break;
 	}
+	return sink;
 }
 
 /* ns per read of one batch sized to last about @ms milliseconds. */
 static double measure(const struct method *m, long ms)
 {
+	static volatile uint64_t sink;
 	long n = 16;
 	int64_t t;
 
 	for (;;) {
 		t = now_ns();
-		run(m, n);
+		sink += run(m, n);
 		t = now_ns() - t;
 		if (t >= ms * 1000000LL || n > (1L << 40))
 			return (double)t / n;
 		n = t > 0 ? (long)(n * (ms * 1e6 / t) * 1.2) + 1 : n * 16;
 	}
+}
+
+struct reader {
+	pthread_t tid;
+	int cpu;
+	const struct method *m;
+	long ms;
+	pthread_barrier_t *start;
+	double ns;
+};
+
+static void *reader(void *arg)
+{
+	struct reader *r = arg;
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(r->cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+	pthread_barrier_wait(r->start);
+	r->ns = measure(r->m, r->ms);
+	return NULL;
+}
+
+/* All @threads readers at once, one per CPU: the mean of their figures. */
+static double measure_parallel(const struct method *m, long ms, int threads)
+{
+	struct reader r[CPU_SETSIZE];
+	pthread_barrier_t start;
+	double sum = 0;
+	int i;
+
+	if (threads <= 1)
+		return measure(m, ms);
+	pthread_barrier_init(&start, NULL, threads);
+	for (i = 0; i < threads; i++) {
+		r[i] = (struct reader){ .cpu = i, .m = m, .ms = ms,
+					.start = &start };
+		pthread_create(&r[i].tid, NULL, reader, &r[i]);
+	}
+	for (i = 0; i < threads; i++) {
+		pthread_join(r[i].tid, NULL);
+		sum += r[i].ns;
+	}
+	pthread_barrier_destroy(&start);
+	return sum / threads;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -115,51 +186,87 @@ static int loop(long n, const char *via)
 	return 0;
 }
 
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s stable|percpu]\n"
+		"       pvread-bench -l N -v libc|pvread|syscall\n");
+	exit(2);
+}
+
 int main(int argc, char **argv)
 {
-	double samples[NR_METHODS][64], min[NR_METHODS], med[NR_METHODS];
-	long ms = 200, reps = 5, n = 0;
-	const char *via = NULL;
-	struct pvread_stats st;
-	struct timespec ts;
+	double samples[NR_METHODS][MAX_REPS], min[NR_METHODS], med[NR_METHODS];
+	long ms = 200, reps = 5, n = 0, threads = 1;
+	const char *via = NULL, *synth = NULL;
+	static struct synthetic page;
+	struct pvread_info info;
 	unsigned int i, r;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "t:r:l:v:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:r:j:s:l:v:")) != -1) {
 		switch (opt) {
 		case 't': ms = atol(optarg); break;
 		case 'r': reps = atol(optarg); break;
+		case 'j': threads = atol(optarg); break;
+		case 's': synth = optarg; break;
 		case 'l': n = atol(optarg); break;
 		case 'v': via = optarg; break;
-		default:
-			fprintf(stderr, "usage: pvread-bench [-t MS] [-r REPS] | -l N -v libc|pvread|syscall\n");
-			return 2;
+		default: usage();
 		}
 	}
+	if (optind != argc)
+		usage();
 	if (via)
 		return loop(n ? n : 100000, via);
-	if (reps < 1 || reps > 64 || ms < 1) {
-		fprintf(stderr, "pvread-bench: 1 <= REPS <= 64, MS >= 1\n");
+	if (reps < 1 || reps > MAX_REPS || ms < 1 || threads < 1 ||
+	    threads > CPU_SETSIZE || threads > sysconf(_SC_NPROCESSORS_ONLN)) {
+		fprintf(stderr, "pvread-bench: 1 <= REPS <= %d, MS >= 1, 1 <= THREADS <= online CPUs\n",
+			MAX_REPS);
 		return 2;
 	}
+	if (synth) {
+		uint32_t mode = !strcmp(synth, "stable") ? PVREAD_MODE_STABLE :
+				!strcmp(synth, "percpu") ? PVREAD_MODE_PERCPU : 0;
 
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		if (!mode)
+			usage();
+		if (synthetic_init(&page, mode) ||
+		    pvread_use_page(page.hdr, page.size) ||
+		    synthetic_start(&page, 4000)) {
+			perror("pvread-bench: synthetic page");
+			return 1;
+		}
+	}
+	pvread_get_info(&info);
+	printf("page: %s, mode %u, fast path %s; %ld thread%s, %ld ms x %ld\n",
+	       synth ? "synthetic" : info.mapped ? PVREAD_DEVICE : "none",
+	       info.mode, info.fast ? "yes" : "no", threads,
+	       threads > 1 ? "s" : "", ms, reps);
+
 	for (r = 0; r < reps; r++)
 		for (i = 0; i < NR_METHODS; i++)
-			samples[i][r] = measure(&methods[i], ms);
+			samples[i][r] = measure_parallel(&methods[i], ms, threads);
 	for (i = 0; i < NR_METHODS; i++) {
 		qsort(samples[i], reps, sizeof(double), cmp_double);
 		min[i] = samples[i][0];
 		med[i] = samples[i][reps / 2];
 	}
-	pvread_get_stats(&st);
-	printf("%-30s %10s %10s %10s %10s\n", "method", "min ns", "median ns",
-	       "/syscall", "/vDSO");
+	printf("%-30s %9s %9s %9s %9s %9s\n", "method", "min ns", "median ns",
+	       "/syscall", "/vDSO", "-rdtscp");
 	for (i = 0; i < NR_METHODS; i++)
-		printf("%-30s %10.1f %10.1f %10.3f %10.3f\n", methods[i].name,
-		       min[i], med[i], med[i] / med[NR_METHODS - 1],
-		       med[i] / med[NR_METHODS - 2]);
-	printf("pvread reads: %llu fast, %llu via libc\n",
-	       (unsigned long long)st.fast, (unsigned long long)st.slow);
+		printf("%-30s %9.1f %9.1f %9.3f %9.3f %9.1f\n", methods[i].name,
+		       min[i], med[i], med[i] / med[SYSCALL], med[i] / med[VDSO],
+		       med[i] - med[0]);
+	if (threads == 1) {
+		struct pvread_stats st;
+
+		pvread_get_stats(&st);
+		printf("pvread reads: %llu fast, %llu via libc, %llu retries, %llu raised to the floor\n",
+		       (unsigned long long)st.fast, (unsigned long long)st.slow,
+		       (unsigned long long)st.retries,
+		       (unsigned long long)st.clamped);
+	}
+	synthetic_stop(&page);
 	return 0;
 }
