@@ -27,6 +27,8 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include <linux/pvread.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,9 +60,18 @@ struct pvread_info {
 	uint64_t spread_ns;	/* records' disagreement at the last update */
 	uint64_t updates;	/* timekeeper updates mirrored */
 	uint64_t tolerance_ns;	/* PVREAD_MAX_ERROR_NS in force */
+	int64_t last_update_ns;	/* CLOCK_MONOTONIC of the last update mirrored */
+	uint32_t stable_record;	/* in PVREAD_MODE_STABLE */
 	int fast;		/* 1 when a read now would take the fast path */
 };
 PVREAD_API int pvread_get_info(struct pvread_info *info);
+
+/*
+ * A consistent copy of record @cpu (Xen's pvclock part and the module's
+ * state).  0, or -1 with errno ENODEV (no mapping), ERANGE (no such
+ * record) or EAGAIN (it kept changing).
+ */
+PVREAD_API int pvread_get_record(unsigned int cpu, struct pvread_record *rec);
 
 /*
  * One raw pvclock reading on the calling CPU, without the timekeeper

@@ -517,10 +517,57 @@ int pvread_get_info(struct pvread_info *info)
 		info->error_bound_ns = LOAD(h->error_bound_ns);
 		info->spread_ns = LOAD(h->spread_ns);
 		info->updates = LOAD(h->updates);
+		info->stable_record = LOAD(h->stable_record);
+		info->last_update_ns =
+			LOAD(h->tk.base[CLOCK_MONOTONIC].sec) * NSEC_PER_SEC +
+			(int64_t)(LOAD(h->tk.base[CLOCK_MONOTONIC].snsec) >>
+				  LOAD(h->tk.shift));
 		RMB();
 	} while ((seq & 1) || LOAD(h->seq) != seq);
 	info->fast = read_fast(m, CLOCK_MONOTONIC, &ts) != PVREAD_MODE_NONE;
 	return 0;
+}
+
+int pvread_get_record(unsigned int cpu, struct pvread_record *rec)
+{
+	const struct mapping *m = get_map();
+	const struct pvread_record *r;
+	unsigned int spins = 0;
+	int tries;
+
+	if (!m) {
+		errno = ENODEV;
+		return -1;
+	}
+	if (cpu >= m->nr_records) {
+		errno = ERANGE;
+		return -1;
+	}
+	r = (const struct pvread_record *)(m->records + (size_t)cpu * m->stride);
+	for (tries = 0; tries < MAX_TRIES;) {
+		uint32_t version = LOAD(r->pvclock.version);
+
+		RMB();
+		rec->pvclock.version = version;
+		rec->pvclock.tsc_timestamp = LOAD(r->pvclock.tsc_timestamp);
+		rec->pvclock.system_time = LOAD(r->pvclock.system_time);
+		rec->pvclock.tsc_to_system_mul = LOAD(r->pvclock.tsc_to_system_mul);
+		rec->pvclock.tsc_shift = LOAD(r->pvclock.tsc_shift);
+		rec->pvclock.flags = LOAD(r->pvclock.flags);
+		rec->state = LOAD(r->state);
+		rec->xen_vcpu_id = LOAD(r->xen_vcpu_id);
+		RMB();
+		if (version & 1) {
+			if (!wait_for_writer(&spins))
+				break;
+		} else if (LOAD(r->pvclock.version) == version) {
+			return 0;
+		} else {
+			tries++;
+		}
+	}
+	errno = EAGAIN;
+	return -1;
 }
 
 void pvread_get_stats(struct pvread_stats *out)

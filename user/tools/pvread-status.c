@@ -2,7 +2,9 @@
 /* pvread-status: what libpvread sees, and how it compares with the kernel. */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +20,8 @@ static const char *mode_name(uint32_t mode)
 		return "none (every read is a syscall)";
 	case PVREAD_MODE_PERCPU:
 		return "per-cpu records";
+	case PVREAD_MODE_STABLE:
+		return "stable (one record serves every CPU)";
 	default:
 		return "unknown";
 	}
@@ -33,6 +37,7 @@ int main(int argc, char **argv)
 	struct timespec k0, lib, k1;
 	struct pvread_info info;
 	struct pvread_stats st;
+	unsigned int cpu;
 	double wait = 0;
 	int opt;
 
@@ -68,6 +73,33 @@ int main(int argc, char **argv)
 	printf("tolerance:       %llu ns (PVREAD_MAX_ERROR_NS)\n",
 	       (unsigned long long)info.tolerance_ns);
 	printf("fast path:       %s\n", info.fast ? "yes" : "no");
+	syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &k0);
+	printf("last update:     %.3f ms ago\n",
+	       (ns_of(&k0) - info.last_update_ns) / 1e6);
+	if (info.mode == PVREAD_MODE_STABLE)
+		printf("stable record:   %u\n", info.stable_record);
+	printf("%-4s %-5s %-10s %-10s %-20s %-20s %-10s %-5s %s\n", "cpu",
+	       "vcpu", "state", "version", "tsc_timestamp", "system_time",
+	       "mul", "shift", "flags");
+	for (cpu = 0; cpu < info.nr_records; cpu++) {
+		struct pvread_record rec;
+
+		if (pvread_get_record(cpu, &rec)) {
+			printf("%-4u (%s)\n", cpu, strerror(errno));
+			continue;
+		}
+		if (!(rec.state & PVREAD_RECORD_REGISTERED)) {
+			printf("%-4u -     unregistered\n", cpu);
+			continue;
+		}
+		printf("%-4u %-5u %-10s %-10u %-20llu %-20llu %-10u %-5d %#x%s\n",
+		       cpu, rec.xen_vcpu_id, "registered", rec.pvclock.version,
+		       (unsigned long long)rec.pvclock.tsc_timestamp,
+		       (unsigned long long)rec.pvclock.system_time,
+		       rec.pvclock.tsc_to_system_mul, rec.pvclock.tsc_shift,
+		       rec.pvclock.flags,
+		       rec.pvclock.flags & 1 ? " (tsc-stable)" : "");
+	}
 
 	syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &k0);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &lib);
