@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +26,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timex.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -422,9 +424,276 @@ static void test_plain(void)
 			 "library falls back to libc and is exact\n");
 }
 
+/* ---- stress: every clock, on every vCPU, while everything moves ---- */
+
+#define STRESS_MIN_READS 10000000L	/* in all, across the readers */
+#define STRESS_MAX_SECONDS 120.0
+
+static const clockid_t all_clocks[] = {
+	CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME,
+	CLOCK_TAI, CLOCK_MONOTONIC_COARSE, CLOCK_REALTIME_COARSE,
+};
+#define NR_ALL_CLOCKS (sizeof(all_clocks) / sizeof(all_clocks[0]))
+
+/* Only these must never step back; the others follow clock_settime(). */
+static bool steady(clockid_t clock)
+{
+	return clock == CLOCK_MONOTONIC || clock == CLOCK_MONOTONIC_RAW ||
+	       clock == CLOCK_BOOTTIME || clock == CLOCK_MONOTONIC_COARSE;
+}
+
+struct stress_reader {
+	pthread_t tid;
+	int index;
+	long reads, backwards, sampled, beyond, checked, violations, switches;
+	int64_t worst_dev, worst_warp;
+	struct pvread_stats st;
+};
+
+static atomic_bool stress_stop;
+static atomic_long stress_reads;
+static int stress_fd = -1;
+
+/* One read of @clock bracketed by two system calls: how far outside? */
+static int64_t bracketed_dev(clockid_t clock, uint64_t *bound)
+{
+	struct timespec ts;
+	int64_t s1, s2, v;
+	uint64_t b0, b1;
+
+	b0 = bound_now();
+	s1 = sys_ns(clock);
+	pvread_clock_gettime(clock, &ts);
+	s2 = sys_ns(clock);
+	b1 = bound_now();
+	*bound = b0 > b1 ? b0 : b1;
+	v = ts_ns(&ts);
+	return v < s1 ? s1 - v : (v > s2 ? v - s2 : 0);
+}
+
+/*
+ * The library's pvclock against the kernel's computation from the same
+ * record just before and after: -1 skipped (moved, record rewritten),
+ * 0 exact, 1 violation.
+ */
+static int exact_once(void)
+{
+	struct pvread_reference before, after;
+	struct pvread_sample s;
+
+	if (ioctl(stress_fd, PVREAD_IOC_REFERENCE, &before) ||
+	    pvread_sample_pvclock(&s) ||
+	    ioctl(stress_fd, PVREAD_IOC_REFERENCE, &after))
+		return -1;
+	if (s.cpu != before.cpu || s.cpu != after.cpu ||
+	    before.version != after.version || s.version != before.version)
+		return -1;
+	return s.cycles < before.cycles || s.cycles > after.cycles;
+}
+
+static void *stress_reader(void *arg)
+{
+	struct stress_reader *t = arg;
+	int64_t prev[NR_ALL_CLOCKS] = { 0 }, v, dev;
+	unsigned int seed = t->index * 7919 + 1, k;
+	struct pvread_sample before, after;
+	struct timespec ts;
+	uint64_t bound;
+	int r;
+
+	pin(cpus[t->index % nr_cpus]);
+	while (!atomic_load_explicit(&stress_stop, memory_order_relaxed)) {
+		if (t->reads % 4096 == 0) {
+			bool have = !pvread_sample_pvclock(&before);
+
+			/* A vCPU may be offline just now: then stay. */
+			if (pin(cpus[rand_r(&seed) % nr_cpus]))
+				t->switches++;
+			if (have && !pvread_sample_pvclock(&after) &&
+			    after.cpu != before.cpu &&
+			    (int64_t)(before.cycles - after.cycles) > t->worst_warp)
+				t->worst_warp = before.cycles - after.cycles;
+		}
+		if (t->reads % 1024 == 512) {
+			k = (t->reads / 1024) % NR_ALL_CLOCKS;
+			dev = bracketed_dev(all_clocks[k], &bound);
+			t->sampled++;
+			if (dev > t->worst_dev)
+				t->worst_dev = dev;
+			/* A jump of the clock between the calls is no error. */
+			if ((uint64_t)dev > bound && steady(all_clocks[k]))
+				t->beyond++;
+		}
+		if (t->reads % 2048 == 1024) {
+			r = exact_once();
+			t->checked += r >= 0;
+			t->violations += r > 0;
+		}
+		k = t->reads % NR_ALL_CLOCKS;
+		pvread_clock_gettime(all_clocks[k], &ts);
+		v = ts_ns(&ts);
+		if (v < prev[k] && steady(all_clocks[k]))
+			t->backwards++;
+		prev[k] = v;
+		if (++t->reads % 65536 == 0)
+			atomic_fetch_add(&stress_reads, 65536);
+	}
+	pvread_get_stats(&t->st);
+	return NULL;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Steps REALTIME back and forth and slews the frequency and the offset. */
+static long stress_clock_changes(int round)
+{
+	struct timex tx = { 0 };
+	struct timespec ts;
+	long changes = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += round & 1 ? -1500000 : 1500000;
+	if (ts.tv_nsec < 0) {
+		ts.tv_nsec += 1000000000;
+		ts.tv_sec--;
+	} else if (ts.tv_nsec >= 1000000000) {
+		ts.tv_nsec -= 1000000000;
+		ts.tv_sec++;
+	}
+	changes += clock_settime(CLOCK_REALTIME, &ts) == 0;
+	tx.modes = ADJ_FREQUENCY;
+	tx.freq = (round & 1 ? -200L : 200L) << 16;	/* +-200 ppm */
+	changes += adjtimex(&tx) >= 0;
+	tx = (struct timex){ .modes = ADJ_OFFSET_SINGLESHOT, .offset = 500 };
+	changes += adjtimex(&tx) >= 0;			/* slew 500 us */
+	return changes;
+}
+
+static bool write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY);
+	bool ok = fd >= 0 && write(fd, s, strlen(s)) == (ssize_t)strlen(s);
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static void test_stress(double seconds, const char *module)
+{
+	long reads = 0, backwards = 0, sampled = 0, beyond = 0, checked = 0;
+	long violations = 0, switches = 0, changes = 0, hotplugs = 0;
+	long unloads = 0, unloads_refused = 0, loads = 0, loads_refused = 0;
+	uint64_t fast = 0, slow = 0, retries = 0, clamped = 0;
+	int64_t worst_dev = 0, worst_warp = 0, t0;
+	struct stress_reader *t;
+	struct timex saved = { 0 }, tx;
+	char hotplug_path[64];
+	int hot_cpu = nr_cpus > 1 ? cpus[nr_cpus - 1] : -1;
+	int i, round = 0;
+
+	stress_fd = open(PVREAD_DEVICE, O_RDONLY);
+	if (stress_fd < 0)
+		ksft_exit_fail_msg("open %s: %s\n", PVREAD_DEVICE, strerror(errno));
+	snprintf(hotplug_path, sizeof(hotplug_path),
+		 "/sys/devices/system/cpu/cpu%d/online", hot_cpu);
+	adjtimex(&saved);
+	t = calloc(nr_cpus, sizeof(*t));
+	for (i = 0; i < nr_cpus; i++) {
+		t[i].index = i;
+		if (pthread_create(&t[i].tid, NULL, stress_reader, &t[i]))
+			ksft_exit_fail_msg("pthread_create\n");
+	}
+	t0 = sys_ns(CLOCK_MONOTONIC);
+	while ((elapsed(t0) < seconds ||
+		atomic_load(&stress_reads) < STRESS_MIN_READS) &&
+	       elapsed(t0) < STRESS_MAX_SECONDS) {
+		changes += stress_clock_changes(round);
+		if (hot_cpu > 0 && (round & 1)) {
+			/* Out and back in, while the readers run on it. */
+			if (write_file(hotplug_path, "0")) {
+				sleep_ms(50);
+				hotplugs += write_file(hotplug_path, "1");
+			}
+		}
+		/* Unloading must be refused while the page is mapped. */
+		unloads++;
+		if (syscall(SYS_delete_module, "pvread", O_NONBLOCK) == 0)
+			ksft_print_msg("pvread unloaded while mapped!\n");
+		else if (errno == EBUSY || errno == EWOULDBLOCK)
+			unloads_refused++;
+		if (module) {
+			int fd = open(module, O_RDONLY | O_CLOEXEC);
+
+			loads++;
+			if (fd >= 0 && syscall(SYS_finit_module, fd, "", 0) &&
+			    errno == EEXIST)
+				loads_refused++;
+			if (fd >= 0)
+				close(fd);
+		}
+		round++;
+		sleep_ms(200);
+	}
+	atomic_store(&stress_stop, true);
+	for (i = 0; i < nr_cpus; i++) {
+		pthread_join(t[i].tid, NULL);
+		reads += t[i].reads;
+		backwards += t[i].backwards;
+		sampled += t[i].sampled;
+		beyond += t[i].beyond;
+		checked += t[i].checked;
+		violations += t[i].violations;
+		switches += t[i].switches;
+		fast += t[i].st.fast;
+		slow += t[i].st.slow;
+		retries += t[i].st.retries;
+		clamped += t[i].st.clamped;
+		if (t[i].worst_dev > worst_dev)
+			worst_dev = t[i].worst_dev;
+		if (t[i].worst_warp > worst_warp)
+			worst_warp = t[i].worst_warp;
+	}
+	free(t);
+	close(stress_fd);
+	/* Leave the clock's frequency as we found it. */
+	tx = (struct timex){ .modes = ADJ_FREQUENCY, .freq = saved.freq };
+	adjtimex(&tx);
+	if (hot_cpu > 0)
+		write_file(hotplug_path, "1");
+
+	ksft_print_msg("stress: %.1f s, %d readers, %ld reads (%llu fast, %llu fallbacks, %llu retries, %llu raised to the floor), %ld vCPU switches\n",
+		       elapsed(t0), nr_cpus, reads, (unsigned long long)fast,
+		       (unsigned long long)slow, (unsigned long long)retries,
+		       (unsigned long long)clamped, switches);
+	ksft_print_msg("stress: %ld clock changes (settime, adjtimex freq and offset), %ld hotplug cycles of cpu%d, %ld/%ld unloads refused, %ld/%ld reloads refused\n",
+		       changes, hotplugs, hot_cpu, unloads_refused, unloads,
+		       loads_refused, loads);
+	ksft_print_msg("stress: %ld backward steps, %ld sampled against syscalls, %ld beyond the bound, largest deviation %lld ns, largest raw pvclock step back across a vCPU switch %lld ns, %ld exactness checks, %ld violations\n",
+		       backwards, sampled, beyond, (long long)worst_dev,
+		       (long long)worst_warp, checked, violations);
+	ksft_test_result(reads >= STRESS_MIN_READS, "stress: %ld reads\n", reads);
+	ksft_test_result(!backwards, "stress: no backward step\n");
+	ksft_test_result(!beyond && sampled, "stress: no read beyond the bound\n");
+	ksft_test_result(!violations && checked, "stress: exact per vCPU\n");
+	ksft_test_result(changes && unloads_refused == unloads &&
+			 loads_refused == loads,
+			 "stress: clock set and slewed, unload and reload refused\n");
+	if (hot_cpu > 0)
+		ksft_test_result(hotplugs > 0, "stress: vCPU hotplug cycles\n");
+	else
+		ksft_test_result_skip("stress: vCPU hotplug needs a second vCPU\n");
+}
+
 static void usage(void)
 {
-	fprintf(stderr, "usage: pvread_test --xen|--plain [--reads N] [--seconds S]\n");
+	fprintf(stderr, "usage: pvread_test --xen|--plain [--reads N] [--seconds S]\n"
+		"       pvread_test --stress S [--module PATH]\n");
 	exit(KSFT_FAIL);
 }
 
@@ -435,9 +704,13 @@ int main(int argc, char **argv)
 		{ "plain", no_argument, NULL, 'p' },
 		{ "reads", required_argument, NULL, 'n' },
 		{ "seconds", required_argument, NULL, 's' },
+		{ "stress", required_argument, NULL, 'S' },
+		{ "module", required_argument, NULL, 'm' },
 		{ }
 	};
 	int opt, machine = 0, i;
+	const char *module = NULL;
+	double stress_seconds = 0;
 	struct pvread_info info;
 
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -452,6 +725,13 @@ int main(int argc, char **argv)
 		case 's':
 			min_seconds = atof(optarg);
 			break;
+		case 'S':
+			machine = opt;
+			stress_seconds = atof(optarg);
+			break;
+		case 'm':
+			module = optarg;
+			break;
 		default:
 			usage();
 		}
@@ -465,6 +745,12 @@ int main(int argc, char **argv)
 	if (machine == 'p') {
 		ksft_set_plan(2);
 		test_plain();
+		ksft_finished();
+	}
+	if (machine == 'S') {
+		setenv("PVREAD_MAX_ERROR_NS", TEST_TOLERANCE_NS, 1);
+		ksft_set_plan(6);
+		test_stress(stress_seconds, module);
 		ksft_finished();
 	}
 
