@@ -22,6 +22,13 @@ pvread_test --xen "$@"
 rc=$?
 check "pvread_test --xen (exit $rc)" [ $rc -eq 0 ]
 
+# Every clock on every vCPU, >= 10^7 reads, while the vCPUs are switched,
+# the clock is stepped and slewed, a vCPU is unplugged and the module is
+# unloaded and reloaded (both must be refused).
+pvread_test --stress 10 --module "$mod"
+rc=$?
+check "pvread_test --stress (exit $rc)" [ $rc -eq 0 ]
+
 # Unmodified programs through the preload shim: no clock system call.
 sh "$(dirname "$0")/pvread_shim.sh" xen || failed=1
 
