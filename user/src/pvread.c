@@ -397,7 +397,8 @@ int slow_clock_gettime(clockid_t clock, struct timespec *ts)
 	return ret;
 }
 
-int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
+/* The read for one clock; inlined with @clock a constant, once per clock. */
+static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 {
 	const struct mapping *m;
 	uint32_t mode;
@@ -435,6 +436,28 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 	apply_floor(clock, ts);
 	stats.fast++;
 	return 0;
+}
+
+int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
+{
+	switch (clock) {
+	case CLOCK_MONOTONIC:
+		return gettime(CLOCK_MONOTONIC, ts);
+	case CLOCK_REALTIME:
+		return gettime(CLOCK_REALTIME, ts);
+	case CLOCK_MONOTONIC_RAW:
+		return gettime(CLOCK_MONOTONIC_RAW, ts);
+	case CLOCK_BOOTTIME:
+		return gettime(CLOCK_BOOTTIME, ts);
+	case CLOCK_TAI:
+		return gettime(CLOCK_TAI, ts);
+	case CLOCK_MONOTONIC_COARSE:
+		return gettime(CLOCK_MONOTONIC_COARSE, ts);
+	case CLOCK_REALTIME_COARSE:
+		return gettime(CLOCK_REALTIME_COARSE, ts);
+	default:
+		return slow_clock_gettime(clock, ts);
+	}
 }
 
 int pvread_gettimeofday(struct timeval *tv, void *tz)
