@@ -268,85 +268,113 @@ static inline bool never_back(clockid_t clock)
 }
 
 /*
- * The page's answer for @clock, and the mode that gave it; PVREAD_MODE_NONE
- * when libc must answer.
+ * One attempt at the page's answer for @clock: READ_OK with the mode that
+ * gave it in *@mode, READ_BUSY while an update is being written, READ_RETRY
+ * when one completed under us, READ_NO when libc must answer.
  */
-static ALWAYS_INLINE uint32_t read_fast(const struct mapping *m, clockid_t clock,
-				 struct timespec *ts)
+static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
+					       const clockid_t clock,
+					       struct timespec *ts,
+					       uint32_t *mode)
 {
 	const struct pvread_header *h = m->hdr;
 	const struct pvread_timekeeper *tk = &h->tk;
 	const struct pvread_clock_base *b = &tk->base[clock];
-	uint64_t cycle_last, mask, max_delta, snsec, ns;
-	uint32_t seq, mode, mult, shift;
+	uint64_t cycle_last, snsec, ns;
+	uint32_t seq, mult, shift;
 	struct pvread_sample s;
-	unsigned int spins = 0;
+	enum read_result r;
 	int64_t sec;
-	int tries;
 
-	for (tries = 0; tries < MAX_TRIES;) {
-		seq = LOAD(h->seq);
-		RMB();
-		if (seq & 1) {
+	seq = LOAD(h->seq);
+	RMB();
+	if (unlikely(seq & 1))
+		return READ_BUSY;
+	*mode = LOAD(h->mode);
+	if (*mode != PVREAD_MODE_STABLE &&
+	    (*mode != PVREAD_MODE_PERCPU ||
+	     LOAD(h->error_bound_ns) > m->tolerance_ns))
+		return READ_NO;
+	sec = LOAD(b->sec);
+	snsec = LOAD(b->snsec);
+	if (is_coarse(clock)) {
+		ns = snsec;
+	} else {
+		r = read_cycles(m, *mode, &s);
+		if (unlikely(r != READ_OK))
+			return r;
+		if (clock == CLOCK_MONOTONIC_RAW) {
+			cycle_last = LOAD(tk->raw_cycle_last);
+			mult = LOAD(tk->raw_mult);
+			shift = LOAD(tk->raw_shift);
+		} else {
+			cycle_last = LOAD(tk->cycle_last);
+			mult = LOAD(tk->mult);
+			shift = LOAD(tk->shift);
+		}
+		if (unlikely(!pvread_tk_shifted_ns(s.cycles, cycle_last,
+						   LOAD(tk->mask),
+						   LOAD(tk->max_delta), mult,
+						   snsec, &ns)))
+			return READ_NO;
+		ns >>= shift;
+	}
+	RMB();
+	if (unlikely(LOAD(h->seq) != seq))
+		return READ_RETRY;
+	while (ns >= NSEC_PER_SEC) {
+		ns -= NSEC_PER_SEC;
+		sec++;
+	}
+	ts->tv_sec = sec;
+	ts->tv_nsec = (long)ns;
+	return READ_OK;
+}
+
+/* After a first attempt failed: wait out writers, retry a few times. */
+static __attribute__((noinline, cold))
+uint32_t read_again(const struct mapping *m, const clockid_t clock,
+		    struct timespec *ts, enum read_result r)
+{
+	uint32_t mode = PVREAD_MODE_NONE;
+	unsigned int spins = 0;
+	int tries = 0;
+
+	for (;;) {
+		switch (r) {
+		case READ_OK:
+			return mode;
+		case READ_NO:
+			return PVREAD_MODE_NONE;
+		case READ_BUSY:
 			if (!wait_for_writer(&spins))
 				return PVREAD_MODE_NONE;
-			continue;
-		}
-		mode = LOAD(h->mode);
-		if (mode != PVREAD_MODE_STABLE &&
-		    (mode != PVREAD_MODE_PERCPU ||
-		     LOAD(h->error_bound_ns) > m->tolerance_ns))
-			return PVREAD_MODE_NONE;
-		sec = LOAD(b->sec);
-		snsec = LOAD(b->snsec);
-		if (is_coarse(clock)) {
-			ns = snsec;
-		} else {
-			switch (read_cycles(m, mode, &s)) {
-			case READ_NO:
-				return PVREAD_MODE_NONE;
-			case READ_BUSY:
-				if (!wait_for_writer(&spins))
-					return PVREAD_MODE_NONE;
-				continue;
-			case READ_RETRY:
-				tries++;
-				stats.retries++;
-				continue;
-			case READ_OK:
-				break;
-			}
-			if (clock == CLOCK_MONOTONIC_RAW) {
-				cycle_last = LOAD(tk->raw_cycle_last);
-				mult = LOAD(tk->raw_mult);
-				shift = LOAD(tk->raw_shift);
-			} else {
-				cycle_last = LOAD(tk->cycle_last);
-				mult = LOAD(tk->mult);
-				shift = LOAD(tk->shift);
-			}
-			mask = LOAD(tk->mask);
-			max_delta = LOAD(tk->max_delta);
-			if (!pvread_tk_shifted_ns(s.cycles, cycle_last, mask,
-						  max_delta, mult, snsec, &ns))
-				return PVREAD_MODE_NONE;
-			ns >>= shift;
-		}
-		RMB();
-		if (LOAD(h->seq) != seq) {
-			tries++;
+			break;
+		case READ_RETRY:
 			stats.retries++;
-			continue;
+			if (++tries >= MAX_TRIES)
+				return PVREAD_MODE_NONE;
+			break;
 		}
-		while (ns >= NSEC_PER_SEC) {
-			ns -= NSEC_PER_SEC;
-			sec++;
-		}
-		ts->tv_sec = sec;
-		ts->tv_nsec = (long)ns;
-		return mode;
+		r = try_read(m, clock, ts, &mode);
 	}
-	return PVREAD_MODE_NONE;
+}
+
+/*
+ * The page's answer for @clock, and the mode that gave it; PVREAD_MODE_NONE
+ * when libc must answer.
+ */
+static ALWAYS_INLINE uint32_t read_fast(const struct mapping *m,
+					const clockid_t clock,
+					struct timespec *ts)
+{
+	enum read_result r;
+	uint32_t mode;
+
+	r = try_read(m, clock, ts, &mode);
+	if (likely(r == READ_OK))
+		return mode;
+	return read_again(m, clock, ts, r);
 }
 
 /* Never below what this process returned before, on any thread. */
@@ -438,23 +466,37 @@ static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 	return 0;
 }
 
+/* One function per clock, so that each has only the registers it needs. */
+#define GETTIME_FN(name, clock)						\
+static __attribute__((noinline)) int name(struct timespec *ts)		\
+{									\
+	return gettime(clock, ts);					\
+}
+GETTIME_FN(gettime_monotonic, CLOCK_MONOTONIC)
+GETTIME_FN(gettime_realtime, CLOCK_REALTIME)
+GETTIME_FN(gettime_monotonic_raw, CLOCK_MONOTONIC_RAW)
+GETTIME_FN(gettime_boottime, CLOCK_BOOTTIME)
+GETTIME_FN(gettime_tai, CLOCK_TAI)
+GETTIME_FN(gettime_monotonic_coarse, CLOCK_MONOTONIC_COARSE)
+GETTIME_FN(gettime_realtime_coarse, CLOCK_REALTIME_COARSE)
+
 int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 {
 	switch (clock) {
 	case CLOCK_MONOTONIC:
-		return gettime(CLOCK_MONOTONIC, ts);
+		return gettime_monotonic(ts);
 	case CLOCK_REALTIME:
-		return gettime(CLOCK_REALTIME, ts);
+		return gettime_realtime(ts);
 	case CLOCK_MONOTONIC_RAW:
-		return gettime(CLOCK_MONOTONIC_RAW, ts);
+		return gettime_monotonic_raw(ts);
 	case CLOCK_BOOTTIME:
-		return gettime(CLOCK_BOOTTIME, ts);
+		return gettime_boottime(ts);
 	case CLOCK_TAI:
-		return gettime(CLOCK_TAI, ts);
+		return gettime_tai(ts);
 	case CLOCK_MONOTONIC_COARSE:
-		return gettime(CLOCK_MONOTONIC_COARSE, ts);
+		return gettime_monotonic_coarse(ts);
 	case CLOCK_REALTIME_COARSE:
-		return gettime(CLOCK_REALTIME_COARSE, ts);
+		return gettime_realtime_coarse(ts);
 	default:
 		return slow_clock_gettime(clock, ts);
 	}
