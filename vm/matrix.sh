@@ -170,12 +170,12 @@ matrix_boot() {
     fi
     echo "=== $name: vm/run ${M_RUN[*]} -- $cmd"
     rm -f "$status"
-    set +e
+    # "|| rc=": a failing machine is a result, not an error (lib.sh's ERR
+    # trap fires on any failing pipeline, set -e or not).
+    rc=0
     vm/run --payload "$payload" --timeout "$timeout" --log "$RUNDIR/$tag.console" \
         --status-file "$status" "${M_RUN[@]}" -- "$cmd" \
-        2> >(tee "$err" >&2) | tee "$out"
-    rc=${PIPESTATUS[0]}
-    set -e
+        2> >(tee "$err" >&2) | tee "$out" || rc=${PIPESTATUS[0]}
     matrix_parse "$name" "$out"
     reason='' splats=''
     if [[ -s $status ]]; then
