@@ -107,12 +107,13 @@ matrix_record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
 
 # matrix_parse MACHINE OUTFILE: the ok / not ok lines of the guest's output
 # as results. A test's name must be the same on every machine and run:
-# - KTAP lines ("ok 12 desc", pvread_test) put detail after ": ", so the
-#   name is the description up to the first ": ";
-# - "ok - group: desc" lines (guest scripts, pvread_kmod_test) keep the
-#   description, without a trailing parenthesis that holds a number
-#   ("(exit 0)", "(0-1)", "(lost 12 kB, limit 256)") and with stand-alone
-#   numbers written N ("N load/read/unload cycles").
+# - KTAP lines ("ok 12 desc", pvread_test) whose text before the first
+#   ": " has a space put detail after it ("open O_RDWR refused: Operation
+#   not permitted"): the name is that text; a one-word prefix is a group
+#   ("stress: no backward step") and stays;
+# - then a trailing parenthesis that holds a number goes ("(exit 0)",
+#   "(0-1)", "(lost 12 kB, limit 256)") and stand-alone numbers are written
+#   N ("stress: N reads", "N load/read/unload cycles").
 # "# SKIP" makes a result a skip; an empty description takes the reason.
 matrix_parse() {
     awk -v m="$1" '
@@ -131,18 +132,17 @@ matrix_parse() {
             line = substr(line, 1, RSTART - 1)
         }
         sub(/[ \t]+$/, "", line)
-        if (ktap) {
-            p = index(line, ": "); if (p > 1) line = substr(line, 1, p - 1)
-        }
+        # "open O_RDWR refused: Operation not permitted": detail after a
+        # description; "stress: no backward step": a group and a name.
+        if (ktap && (p = index(line, ": ")) > 1 && substr(line, 1, p - 1) ~ / /)
+            line = substr(line, 1, p - 1)
         gsub(/\(s\)/, "s", line)     # "update(s)" would nest parentheses
         while (match(line, / \([^()]*[0-9][^()]*\)$/)) line = substr(line, 1, RSTART - 1)
-        if (!ktap) {
-            n = split(line, w, " "); line = ""
-            for (i = 1; i <= n; i++) {
-                if (w[i] ~ /^[+-]?[0-9]+(\.[0-9]+)?[,;:]?$/) sub(/[0-9]+(\.[0-9]+)?/, "N", w[i])
-                else if (w[i] ~ /^0x[0-9a-fA-F]+[,;:]?$/) sub(/0x[0-9a-fA-F]+/, "N", w[i])
-                line = line (i > 1 ? " " : "") w[i]
-            }
+        n = split(line, w, " "); line = ""
+        for (i = 1; i <= n; i++) {
+            if (w[i] ~ /^[+-]?[0-9]+(\.[0-9]+)?[,;:]?$/) sub(/[0-9]+(\.[0-9]+)?/, "N", w[i])
+            else if (w[i] ~ /^0x[0-9a-fA-F]+[,;:]?$/) sub(/0x[0-9a-fA-F]+/, "N", w[i])
+            line = line (i > 1 ? " " : "") w[i]
         }
         if (line == "") line = "(no description)"
         print m "\t" res "\t" line
@@ -243,7 +243,7 @@ matrix_summary() {
         for (t = nxt[""]; t != "\001"; t = nxt[t]) T[++nt] = t
         w = 4
         for (i = 1; i <= nt; i++) if (length(T[i]) > w) w = length(T[i])
-        if (w > 60) w = 60
+        if (w > 80) w = 80
         cw = 11
         for (j = 1; j <= nm; j++) if (length(M[j]) + 1 > cw) cw = length(M[j]) + 1
         printf "%-" w "s", "test"
@@ -272,7 +272,7 @@ matrix_summary() {
         for m in "${machines[@]}"; do
             for f in "$RUNDIR/$m".out; do
                 [[ -s $f ]] || continue
-                grep -E '^# .*(violations|beyond|backward steps|warp|spread [0-9])' "$f" |
+                grep -E '^# (stress:|[0-9]+ vCPUs, |cpu[0-9]+: .*violations|CLOCK_[A-Z_, ]+: .*(beyond|backward steps))' "$f" |
                     sed "s/^# /$m: /" || true
             done
         done
