@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # M_* and MATRIX_DEFAULT are for the callers
 # The test-machine matrix, shared by vm/check and vm/soak. Sourced after
 # lib.sh, from the top of the repository.
 #
@@ -270,11 +270,10 @@ matrix_summary() {
         echo "=== figures (from the guest output)"
         local m f
         for m in "${machines[@]}"; do
-            for f in "$RUNDIR/$m".out; do
-                [[ -s $f ]] || continue
-                grep -E '^# (stress:|[0-9]+ vCPUs, |cpu[0-9]+: .*violations|CLOCK_[A-Z_, ]+: .*(beyond|backward steps))' "$f" |
-                    sed "s/^# /$m: /" || true
-            done
+            f=$RUNDIR/$m.out
+            [[ -s $f ]] || continue
+            grep -E '^# (stress:|[0-9]+ vCPUs, |cpu[0-9]+: .*violations|CLOCK_[A-Z_, ]+: .*(beyond|backward steps))' "$f" |
+                sed "s/^# /$m: /" || true
         done
     fi
     ! grep -q $'\tfail\t' "$RESULTS"
