@@ -375,6 +375,7 @@ static void pvread_mirror(struct pvread_timekeeper *m,
 	u64 mono_sec = tk->xtime_sec + tk->wall_to_monotonic.tv_sec;
 	u64 mono_snsec = xnsec + ((u64)tk->wall_to_monotonic.tv_nsec << shift);
 	u64 coarse_ns = xnsec >> shift;
+	struct pvread_clock_base coarse;
 
 	m->cycle_last = tk->tkr_mono.cycle_last;
 	m->mask = tk->tkr_mono.mask;
@@ -401,9 +402,21 @@ static void pvread_mirror(struct pvread_timekeeper *m,
 			(u64)NSEC_PER_SEC << tk->tkr_raw.shift);
 	pvread_set_base(&m->base[CLOCK_REALTIME_COARSE], tk->xtime_sec,
 			coarse_ns, NSEC_PER_SEC);
+	/*
+	 * Before Linux 6.15 an NTP frequency change moves xtime_nsec back
+	 * to keep the fine clocks continuous, and the coarse clocks step
+	 * back with it (by a microsecond or so under adjtimex slews).  A
+	 * monotonic clock must not: hold the last value until the kernel's
+	 * catches up.
+	 */
+	coarse = m->base[CLOCK_MONOTONIC_COARSE];
 	pvread_set_base(&m->base[CLOCK_MONOTONIC_COARSE], mono_sec,
 			coarse_ns + tk->wall_to_monotonic.tv_nsec,
 			NSEC_PER_SEC);
+	if (coarse.sec > m->base[CLOCK_MONOTONIC_COARSE].sec ||
+	    (coarse.sec == m->base[CLOCK_MONOTONIC_COARSE].sec &&
+	     coarse.snsec > m->base[CLOCK_MONOTONIC_COARSE].snsec))
+		m->base[CLOCK_MONOTONIC_COARSE] = coarse;
 }
 
 /* Forget the bound's history: a new clocksource or a resume. */
