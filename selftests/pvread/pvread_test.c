@@ -532,8 +532,11 @@ static void *stress_reader(void *arg)
 		k = t->reads % NR_ALL_CLOCKS;
 		pvread_clock_gettime(all_clocks[k], &ts);
 		v = ts_ns(&ts);
-		if (v < prev[k] && steady(all_clocks[k]))
-			t->backwards++;
+		if (v < prev[k] && steady(all_clocks[k]) &&
+		    t->backwards++ < 3)
+			ksft_print_msg("stress: clock %d stepped back %lld ns on reader %d\n",
+				       all_clocks[k], (long long)(prev[k] - v),
+				       t->index);
 		prev[k] = v;
 		if (++t->reads % 65536 == 0)
 			atomic_fetch_add(&stress_reads, 65536);
