@@ -21,6 +21,8 @@ count_clock_syscalls() {
 		timeloop "$1" "$2" | sed 's/^/# /' >&2
 	awk '/getppid/ { inside = !inside; next } !inside' $trace |
 		sed 's/^/# outside the loop (libc itself): /' >&2
+	awk '/getppid/ { inside = !inside; next } inside' $trace | head -5 |
+		sed 's/^/# inside the loop: /' >&2
 	awk '/getppid/ { inside = !inside; next } inside { n++ } END { print n + 0 }' $trace
 }
 
