@@ -381,9 +381,15 @@ static void pvread_mirror(struct pvread_timekeeper *m,
 	m->mask = tk->tkr_mono.mask;
 	m->mult = tk->tkr_mono.mult;
 	m->shift = shift;
-	/* delta * mult + snsec must not wrap; more than a second: ask */
-	m->max_delta = min_t(u64, NSEC_PER_SEC,
-			     (U64_MAX >> 1) / max(tk->tkr_mono.mult, 1U));
+	/*
+	 * As far as the kernel itself would convert (the clocksource's
+	 * max_cycles) and delta * mult + snsec cannot wrap.  Not less: a
+	 * guest stalled by its host for a second must not send every reader
+	 * to the kernel until the next tick.
+	 */
+	m->max_delta = min_t(u64, tk->tkr_mono.clock->max_cycles,
+			     (U64_MAX >> 1) / max3(tk->tkr_mono.mult,
+						   tk->tkr_raw.mult, 1U));
 	m->raw_cycle_last = tk->tkr_raw.cycle_last;
 	m->raw_mult = tk->tkr_raw.mult;
 	m->raw_shift = tk->tkr_raw.shift;
