@@ -352,7 +352,9 @@ static void *mono_reader(void *arg)
 			bool have = !pvread_sample_pvclock(&before);
 
 			pin(cpus[c++ % nr_cpus]);
-			t->switches++;
+			if (have && !pvread_sample_pvclock(&after) &&
+			    after.cpu != before.cpu)
+				t->switches++;
 			if (have && !pvread_sample_pvclock(&after) &&
 			    after.cpu != before.cpu &&
 			    (int64_t)(before.cycles - after.cycles) > t->worst_warp)
@@ -389,8 +391,12 @@ static void test_monotonic(void)
 	}
 	ksft_print_msg("CLOCK_MONOTONIC, _RAW, BOOTTIME: %ld reads on 2 threads, %ld vCPU switches, %ld backward steps; largest raw pvclock step back across a vCPU switch %lld ns\n",
 		       reads, switches, backwards, (long long)warp);
-	ksft_test_result(!backwards && reads >= min_reads * 4,
-			 "CLOCK_MONOTONIC, _RAW and BOOTTIME never go backwards across vCPUs\n");
+	/* One vCPU has no switch to survive: say what was shown instead. */
+	ksft_test_result(!backwards && reads >= min_reads * 4 &&
+			 (nr_cpus < 2 || switches),
+			 "CLOCK_MONOTONIC, _RAW and BOOTTIME never go backwards %s\n",
+			 nr_cpus < 2 ? "across threads (one vCPU)" :
+				       "across threads and vCPUs");
 }
 
 /* ---- without Xen: no device, and libc answers every read ---- */
