@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <cpuid.h>
 #include <x86intrin.h>
 
 #include <linux/pvread.h>
@@ -86,12 +87,21 @@ static uint64_t tolerance_from_env(void)
 	return v;
 }
 
+/* Every read starts with rdtscp: without it, libc answers. */
+static bool have_rdtscp(void)
+{
+	unsigned int eax, ebx, ecx, edx;
+
+	return __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) &&
+	       (edx & (1U << 27));	/* CPUID.80000001H:EDX.RDTSCP */
+}
+
 /* Is @p, @size bytes long, a page this library can read? */
 static bool adopt_page(struct mapping *m, const void *p, size_t size)
 {
 	const struct pvread_header *h = p;
 
-	if (size < sizeof(*h) || h->magic != PVREAD_MAGIC ||
+	if (!have_rdtscp() || size < sizeof(*h) || h->magic != PVREAD_MAGIC ||
 	    h->abi_version != PVREAD_ABI_VERSION || h->map_size > size ||
 	    h->record_stride < sizeof(struct pvread_record) ||
 	    h->record_offset < sizeof(*h) || h->nr_records > PVREAD_MAX_RECORDS ||
