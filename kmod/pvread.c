@@ -315,7 +315,7 @@ static bool pvread_eval(unsigned int cpu, u64 tsc, u64 *cycles)
  * How far apart are the registered records and the kernel's own clocksource
  * read, right now?  U64_MAX when that cannot be told.
  */
-static u64 pvread_spread(struct clocksource *cs)
+static u64 pvread_spread_once(struct clocksource *cs)
 {
 	u64 t0, t1, kernel, c, lo, hi;
 	unsigned int cpu;
@@ -334,6 +334,22 @@ static u64 pvread_spread(struct clocksource *cs)
 		hi = max(hi, c);
 	}
 	return hi - lo;
+}
+
+/*
+ * Xen rewrites another vCPU's record whenever that vCPU is scheduled, so a
+ * record can start after the TSC was read for it.  Measure again rather
+ * than leave the page without a bound, every reader on the syscall, for a
+ * whole tick.
+ */
+static u64 pvread_spread(struct clocksource *cs)
+{
+	unsigned int attempt;
+	u64 spread = U64_MAX;
+
+	for (attempt = 0; attempt < 4 && spread == U64_MAX; attempt++)
+		spread = pvread_spread_once(cs);
+	return spread;
 }
 
 static u64 pvread_window_bound(u64 now_sec, u64 spread)

@@ -87,14 +87,32 @@ struct pvread_sample {
 };
 PVREAD_API int pvread_sample_pvclock(struct pvread_sample *sample);
 
+/* Why a read was answered by libc's clock_gettime. */
+enum pvread_slow_reason {
+	PVREAD_SLOW_OTHER,	/* a clock the page does not serve, a bad argument */
+	PVREAD_SLOW_NO_PAGE,	/* no /dev/pvread, or a page this library cannot read */
+	PVREAD_SLOW_MODE,	/* the page's mode is none */
+	PVREAD_SLOW_BOUND,	/* the error bound is above PVREAD_MAX_ERROR_NS */
+	PVREAD_SLOW_RECORD,	/* the CPU read on has no registered record */
+	PVREAD_SLOW_DELTA,	/* too long since the last update to convert */
+	PVREAD_SLOW_BUSY,	/* an update in progress did not finish in time */
+	PVREAD_SLOW_RETRIES,	/* updates that completed spoilt every attempt */
+	PVREAD_SLOW_SEED,	/* entering per-CPU mode: the floor from the kernel */
+	PVREAD_SLOW_NR_REASONS = 16
+};
+
 /* Per-thread counters of how reads were answered. */
 struct pvread_stats {
 	uint64_t fast;		/* answered from the page */
 	uint64_t slow;		/* answered by libc's clock_gettime */
 	uint64_t retries;	/* record or header changed during a read */
 	uint64_t clamped;	/* raised to a value already returned */
+	uint64_t slow_by_reason[PVREAD_SLOW_NR_REASONS];	/* sum: slow */
 };
 PVREAD_API void pvread_get_stats(struct pvread_stats *stats);
+
+/* A short name for @reason ("bound", "busy", ...); "?" for an unknown one. */
+PVREAD_API const char *pvread_slow_reason_name(unsigned int reason);
 
 #ifdef __cplusplus
 }

@@ -36,7 +36,7 @@
 #define NSEC_PER_SEC 1000000000LL
 #define DEFAULT_TOLERANCE_NS 100000ULL
 #define MAX_TRIES 8		/* reads spoilt by updates that completed */
-#define MAX_SPINS 100000	/* pauses for an update in progress, ~ms */
+#define MAX_WAIT_TSC (1ULL << 32)	/* for an update in progress: 1-2 s */
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -191,16 +191,32 @@ int pvread_use_page(const void *page, size_t size)
 	return 0;
 }
 
-enum read_result { READ_OK, READ_BUSY, READ_RETRY, READ_NO };
+/* One attempt's outcome; the READ_NO_* name the reason libc must answer. */
+enum read_result {
+	READ_OK,
+	READ_BUSY,		/* an update is being written */
+	READ_RETRY,		/* an update completed under us */
+	READ_NO,		/* + the reason */
+	READ_NO_MODE = READ_NO + PVREAD_SLOW_MODE,
+	READ_NO_BOUND = READ_NO + PVREAD_SLOW_BOUND,
+	READ_NO_RECORD = READ_NO + PVREAD_SLOW_RECORD,
+	READ_NO_DELTA = READ_NO + PVREAD_SLOW_DELTA,
+};
 
 /*
- * An update is being written (by the kernel's timekeeper, with interrupts
- * off, or by Xen): it will be done in a moment, and a system call would
- * wait for the same writer.  Wait, unless it takes unreasonably long.
+ * An update is being written: by the kernel's timekeeper, interrupts off,
+ * which a system call would wait for too, or by Xen.  It takes a moment,
+ * unless the writer's vCPU is stalled by its host, so wait as the kernel
+ * would; the limit, in TSC ticks since *@since, is only there so that a
+ * broken page cannot hold a reader for ever.
  */
-static inline bool wait_for_writer(unsigned int *spins)
+static inline bool wait_for_writer(uint64_t *since)
 {
-	if (++*spins > MAX_SPINS)
+	uint64_t now = __rdtsc();
+
+	if (!*since)
+		*since = now;
+	else if (now - *since > MAX_WAIT_TSC)
 		return false;
 	_mm_pause();
 	return true;
@@ -225,10 +241,10 @@ static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
 	cpu = mode == PVREAD_MODE_STABLE ? LOAD(m->hdr->stable_record) :
 	      aux & PVREAD_TSC_AUX_CPU_MASK;
 	if (cpu >= m->nr_records)
-		return READ_NO;
+		return READ_NO_RECORD;
 	r = (const struct pvread_record *)(m->records + (size_t)cpu * m->stride);
 	if (!(LOAD(r->state) & PVREAD_RECORD_REGISTERED))
-		return READ_NO;
+		return READ_NO_RECORD;
 	version = LOAD(r->pvclock.version);
 	RMB();
 	tsc_timestamp = LOAD(r->pvclock.tsc_timestamp);
@@ -280,7 +296,7 @@ static inline bool never_back(clockid_t clock)
 /*
  * One attempt at the page's answer for @clock: READ_OK with the mode that
  * gave it in *@mode, READ_BUSY while an update is being written, READ_RETRY
- * when one completed under us, READ_NO when libc must answer.
+ * when one completed under us, READ_NO_* when libc must answer.
  */
 static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 					       const clockid_t clock,
@@ -301,10 +317,12 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 	if (unlikely(seq & 1))
 		return READ_BUSY;
 	*mode = LOAD(h->mode);
-	if (*mode != PVREAD_MODE_STABLE &&
-	    (*mode != PVREAD_MODE_PERCPU ||
-	     LOAD(h->error_bound_ns) > m->tolerance_ns))
-		return READ_NO;
+	if (*mode != PVREAD_MODE_STABLE) {
+		if (*mode != PVREAD_MODE_PERCPU)
+			return READ_NO_MODE;
+		if (LOAD(h->error_bound_ns) > m->tolerance_ns)
+			return READ_NO_BOUND;
+	}
 	sec = LOAD(b->sec);
 	snsec = LOAD(b->snsec);
 	if (is_coarse(clock)) {
@@ -326,7 +344,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 						   LOAD(tk->mask),
 						   LOAD(tk->max_delta), mult,
 						   snsec, &ns)))
-			return READ_NO;
+			return READ_NO_DELTA;
 		ns >>= shift;
 	}
 	RMB();
@@ -344,27 +362,33 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 /* After a first attempt failed: wait out writers, retry a few times. */
 static __attribute__((noinline, cold))
 uint32_t read_again(const struct mapping *m, const clockid_t clock,
-		    struct timespec *ts, enum read_result r)
+		    struct timespec *ts, enum read_result r,
+		    enum pvread_slow_reason *why)
 {
 	uint32_t mode = PVREAD_MODE_NONE;
-	unsigned int spins = 0;
+	uint64_t since = 0;
 	int tries = 0;
 
 	for (;;) {
 		switch (r) {
 		case READ_OK:
 			return mode;
-		case READ_NO:
-			return PVREAD_MODE_NONE;
 		case READ_BUSY:
-			if (!wait_for_writer(&spins))
+			if (!wait_for_writer(&since)) {
+				*why = PVREAD_SLOW_BUSY;
 				return PVREAD_MODE_NONE;
+			}
 			break;
 		case READ_RETRY:
 			stats.retries++;
-			if (++tries >= MAX_TRIES)
+			if (++tries >= MAX_TRIES) {
+				*why = PVREAD_SLOW_RETRIES;
 				return PVREAD_MODE_NONE;
+			}
 			break;
+		default:
+			*why = (enum pvread_slow_reason)(r - READ_NO);
+			return PVREAD_MODE_NONE;
 		}
 		r = try_read(m, clock, ts, &mode);
 	}
@@ -372,11 +396,12 @@ uint32_t read_again(const struct mapping *m, const clockid_t clock,
 
 /*
  * The page's answer for @clock, and the mode that gave it; PVREAD_MODE_NONE
- * when libc must answer.
+ * when libc must answer, for the reason in *@why.
  */
 static ALWAYS_INLINE uint32_t read_fast(const struct mapping *m,
 					const clockid_t clock,
-					struct timespec *ts)
+					struct timespec *ts,
+					enum pvread_slow_reason *why)
 {
 	enum read_result r;
 	uint32_t mode;
@@ -384,7 +409,7 @@ static ALWAYS_INLINE uint32_t read_fast(const struct mapping *m,
 	r = try_read(m, clock, ts, &mode);
 	if (likely(r == READ_OK))
 		return mode;
-	return read_again(m, clock, ts, r);
+	return read_again(m, clock, ts, r, why);
 }
 
 /* Never below what this process returned before, on any thread. */
@@ -424,11 +449,13 @@ static inline void respect_floor(clockid_t clock, struct timespec *ts)
 }
 
 static __attribute__((noinline, cold))
-int slow_clock_gettime(clockid_t clock, struct timespec *ts)
+int slow_clock_gettime(clockid_t clock, struct timespec *ts,
+		       enum pvread_slow_reason why)
 {
 	int ret;
 
 	stats.slow++;
+	stats.slow_by_reason[why]++;
 	ret = libc_clock_gettime(clock, ts);
 	if (!ret && is_mirrored(clock) && never_back(clock))
 		apply_floor(clock, ts);
@@ -438,15 +465,19 @@ int slow_clock_gettime(clockid_t clock, struct timespec *ts)
 /* The read for one clock; inlined with @clock a constant, once per clock. */
 static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 {
+	enum pvread_slow_reason why;
 	const struct mapping *m;
 	uint32_t mode;
 
 	/* A bad clock or pointer gets libc's own answer: EINVAL, EFAULT. */
-	if (!is_mirrored(clock) || !ts || !(m = get_map()))
-		return slow_clock_gettime(clock, ts);
-	mode = read_fast(m, clock, ts);
+	if (!is_mirrored(clock) || !ts)
+		return slow_clock_gettime(clock, ts, PVREAD_SLOW_OTHER);
+	m = get_map();
+	if (unlikely(!m))
+		return slow_clock_gettime(clock, ts, PVREAD_SLOW_NO_PAGE);
+	mode = read_fast(m, clock, ts, &why);
 	if (mode == PVREAD_MODE_NONE)
-		return slow_clock_gettime(clock, ts);
+		return slow_clock_gettime(clock, ts, why);
 	if (!never_back(clock)) {
 		stats.fast++;
 		return 0;
@@ -466,7 +497,7 @@ static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 	 */
 	if (atomic_load_explicit(&mode_seen, memory_order_acquire) !=
 	    PVREAD_MODE_PERCPU) {
-		slow_clock_gettime(clock, ts);
+		slow_clock_gettime(clock, ts, PVREAD_SLOW_SEED);
 		atomic_store_explicit(&mode_seen, PVREAD_MODE_PERCPU,
 				      memory_order_release);
 		return 0;
@@ -508,7 +539,7 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 	case CLOCK_REALTIME_COARSE:
 		return gettime_realtime_coarse(ts);
 	default:
-		return slow_clock_gettime(clock, ts);
+		return slow_clock_gettime(clock, ts, PVREAD_SLOW_OTHER);
 	}
 }
 
@@ -538,7 +569,7 @@ time_t pvread_time(time_t *t)
 int pvread_sample_pvclock(struct pvread_sample *sample)
 {
 	const struct mapping *m = get_map();
-	unsigned int spins = 0;
+	uint64_t since = 0;
 	uint32_t mode;
 	int tries;
 
@@ -553,16 +584,16 @@ int pvread_sample_pvclock(struct pvread_sample *sample)
 		switch (read_cycles(m, mode, sample)) {
 		case READ_OK:
 			return 0;
-		case READ_NO:
-			errno = ENODEV;
-			return -1;
 		case READ_BUSY:
-			if (!wait_for_writer(&spins))
+			if (!wait_for_writer(&since))
 				tries = MAX_TRIES;
 			break;
 		case READ_RETRY:
 			tries++;
 			break;
+		default:
+			errno = ENODEV;
+			return -1;
 		}
 	}
 	errno = EAGAIN;
@@ -572,6 +603,7 @@ int pvread_sample_pvclock(struct pvread_sample *sample)
 int pvread_get_info(struct pvread_info *info)
 {
 	const struct mapping *m = get_map();
+	enum pvread_slow_reason why;
 	const struct pvread_header *h;
 	struct timespec ts;
 	uint32_t seq;
@@ -599,7 +631,8 @@ int pvread_get_info(struct pvread_info *info)
 				  LOAD(h->tk.shift));
 		RMB();
 	} while ((seq & 1) || LOAD(h->seq) != seq);
-	info->fast = read_fast(m, CLOCK_MONOTONIC, &ts) != PVREAD_MODE_NONE;
+	info->fast = read_fast(m, CLOCK_MONOTONIC, &ts, &why) !=
+		     PVREAD_MODE_NONE;
 	return 0;
 }
 
@@ -607,7 +640,7 @@ int pvread_get_record(unsigned int cpu, struct pvread_record *rec)
 {
 	const struct mapping *m = get_map();
 	const struct pvread_record *r;
-	unsigned int spins = 0;
+	uint64_t since = 0;
 	int tries;
 
 	if (!m) {
@@ -633,7 +666,7 @@ int pvread_get_record(unsigned int cpu, struct pvread_record *rec)
 		rec->xen_vcpu_id = LOAD(r->xen_vcpu_id);
 		RMB();
 		if (version & 1) {
-			if (!wait_for_writer(&spins))
+			if (!wait_for_writer(&since))
 				break;
 		} else if (LOAD(r->pvclock.version) == version) {
 			return 0;
@@ -648,4 +681,22 @@ int pvread_get_record(unsigned int cpu, struct pvread_record *rec)
 void pvread_get_stats(struct pvread_stats *out)
 {
 	*out = stats;
+}
+
+const char *pvread_slow_reason_name(unsigned int reason)
+{
+	static const char *const names[PVREAD_SLOW_NR_REASONS] = {
+		[PVREAD_SLOW_OTHER] = "other",
+		[PVREAD_SLOW_NO_PAGE] = "no-page",
+		[PVREAD_SLOW_MODE] = "mode",
+		[PVREAD_SLOW_BOUND] = "bound",
+		[PVREAD_SLOW_RECORD] = "record",
+		[PVREAD_SLOW_DELTA] = "delta",
+		[PVREAD_SLOW_BUSY] = "busy",
+		[PVREAD_SLOW_RETRIES] = "retries",
+		[PVREAD_SLOW_SEED] = "seed",
+	};
+
+	return reason < PVREAD_SLOW_NR_REASONS && names[reason] ?
+	       names[reason] : "?";
 }

@@ -131,6 +131,26 @@ static long bracketed(clockid_t clock, long n, enum expect want, bool strict)
 	return bad;
 }
 
+/* This thread's fallbacks for @reason so far. */
+static uint64_t slow_for(enum pvread_slow_reason reason)
+{
+	struct pvread_stats st;
+
+	pvread_get_stats(&st);
+	return st.slow_by_reason[reason];
+}
+
+/* Did the last @n fallbacks, from @before, all give @reason? */
+static long reason_was(enum pvread_slow_reason reason, uint64_t before,
+		       uint64_t n)
+{
+	uint64_t got = slow_for(reason) - before;
+
+	printf("# %llu of %llu fallbacks for \"%s\"\n", (unsigned long long)got,
+	       (unsigned long long)n, pvread_slow_reason_name(reason));
+	return got != n;
+}
+
 static int stable_all_clocks(void)
 {
 	static const clockid_t clocks[] = { CLOCK_MONOTONIC, CLOCK_REALTIME,
@@ -255,14 +275,17 @@ static void set_mode(uint32_t mode)
 
 static int clocksource_flip(void)
 {
+	uint64_t before;
 	long bad = 0;
 
 	if (adopt(PVREAD_MODE_STABLE, 1000))
 		return 1;
 	bad += bracketed(CLOCK_MONOTONIC, 10000, FAST, MIXED_OK);
 	set_mode(PVREAD_MODE_NONE);	/* clocksource no longer "xen" */
+	before = slow_for(PVREAD_SLOW_MODE);
 	bad += bracketed(CLOCK_MONOTONIC, 10000, SLOW, MIXED_OK);
 	bad += bracketed(CLOCK_REALTIME, 10000, SLOW, MIXED_OK);
+	bad += reason_was(PVREAD_SLOW_MODE, before, 20000);
 	set_mode(PVREAD_MODE_STABLE);
 	bad += bracketed(CLOCK_MONOTONIC, 10000, FAST, MIXED_OK);
 	return bad != 0;
@@ -270,13 +293,16 @@ static int clocksource_flip(void)
 
 static int bound_above_tolerance(void)
 {
+	uint64_t before;
 	long bad = 0;
 
 	setenv("PVREAD_MAX_ERROR_NS", "500", 1);
 	if (adopt(PVREAD_MODE_PERCPU, 1000))
 		return 1;
 	/* The page promises 1000 ns: more than the 500 ns asked for. */
+	before = slow_for(PVREAD_SLOW_BOUND);
 	bad += bracketed(CLOCK_MONOTONIC, 10000, SLOW, STRICT);
+	bad += reason_was(PVREAD_SLOW_BOUND, before, 10000);
 	synthetic_write_begin(&page);
 	page.hdr->error_bound_ns = 400;
 	synthetic_write_end(&page);
@@ -286,13 +312,18 @@ static int bound_above_tolerance(void)
 
 static int unregistered_record(void)
 {
+	uint64_t before;
 	unsigned int i;
+	long bad;
 
 	if (adopt(PVREAD_MODE_PERCPU, 1000))
 		return 1;
 	for (i = 0; i < page.hdr->nr_records; i++)
 		synthetic_record(&page, i)->state = 0;
-	return bracketed(CLOCK_MONOTONIC, 10000, SLOW, STRICT) != 0;
+	before = slow_for(PVREAD_SLOW_RECORD);
+	bad = bracketed(CLOCK_MONOTONIC, 10000, SLOW, STRICT);
+	bad += reason_was(PVREAD_SLOW_RECORD, before, 10000);
+	return bad != 0;
 }
 
 static int use_page_errors(void)

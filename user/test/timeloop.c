@@ -12,6 +12,7 @@
  * clock when getrandom() has no entropy yet, as early in a VM's life).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,35 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "pvread.h"	/* for struct pvread_stats only: nothing is linked */
+
+/*
+ * If a preloaded libpvread answered, say how: a loop that made a clock
+ * system call should say why.  Looked up, so the program runs without it.
+ */
+static void print_pvread_stats(void)
+{
+	void (*get_stats)(struct pvread_stats *);
+	const char *(*name)(unsigned int);
+	struct pvread_stats st;
+	unsigned int i;
+
+	*(void **)&get_stats = dlsym(RTLD_DEFAULT, "pvread_get_stats");
+	*(void **)&name = dlsym(RTLD_DEFAULT, "pvread_slow_reason_name");
+	if (!get_stats || !name)
+		return;
+	get_stats(&st);
+	printf("timeloop: libpvread: %llu fast, %llu slow, %llu retries, %llu raised to the floor",
+	       (unsigned long long)st.fast, (unsigned long long)st.slow,
+	       (unsigned long long)st.retries, (unsigned long long)st.clamped);
+	for (i = 0; i < PVREAD_SLOW_NR_REASONS; i++)
+		if (st.slow_by_reason[i])
+			printf(", %llu slow for %s",
+			       (unsigned long long)st.slow_by_reason[i],
+			       name(i));
+	printf("\n");
+}
 
 static long long kernel_ns(clockid_t clock)
 {
@@ -95,5 +125,6 @@ int main(int argc, char **argv)
 		printf(", %lld bracketed by system calls, %lld outside, %lld backwards",
 		       checked, outside, backwards);
 	printf("\n");
+	print_pvread_stats();
 	return check && (outside || backwards);
 }

@@ -32,6 +32,17 @@ static int64_t ns_of(const struct timespec *ts)
 	return ts->tv_sec * 1000000000LL + ts->tv_nsec;
 }
 
+/* Why the one slow read of this thread went to the kernel. */
+static const char *slow_reason(const struct pvread_stats *st)
+{
+	unsigned int i;
+
+	for (i = 0; i < PVREAD_SLOW_NR_REASONS; i++)
+		if (st->slow_by_reason[i])
+			return pvread_slow_reason_name(i);
+	return "?";
+}
+
 int main(int argc, char **argv)
 {
 	struct timespec k0, lib, k1;
@@ -105,9 +116,10 @@ int main(int argc, char **argv)
 	pvread_clock_gettime(CLOCK_MONOTONIC, &lib);
 	syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &k1);
 	pvread_get_stats(&st);
-	printf("CLOCK_MONOTONIC: kernel %lld.%09ld, pvread %lld.%09ld (%s), kernel %lld.%09ld\n",
+	printf("CLOCK_MONOTONIC: kernel %lld.%09ld, pvread %lld.%09ld (%s%s), kernel %lld.%09ld\n",
 	       (long long)k0.tv_sec, k0.tv_nsec, (long long)lib.tv_sec,
-	       lib.tv_nsec, st.fast ? "fast" : "syscall",
+	       lib.tv_nsec, st.fast ? "fast" : "syscall: ",
+	       st.fast ? "" : slow_reason(&st),
 	       (long long)k1.tv_sec, k1.tv_nsec);
 	printf("                 pvread - kernel before: %lld ns, kernel after - pvread: %lld ns\n",
 	       (long long)(ns_of(&lib) - ns_of(&k0)),
