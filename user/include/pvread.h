@@ -98,6 +98,7 @@ enum pvread_slow_reason {
 	PVREAD_SLOW_BUSY,	/* an update in progress did not finish in time */
 	PVREAD_SLOW_RETRIES,	/* updates that completed spoilt every attempt */
 	PVREAD_SLOW_SEED,	/* entering per-CPU mode: the floor from the kernel */
+	PVREAD_SLOW_RDTSCP,	/* per-CPU mode, and the CPU does not offer rdtscp */
 	PVREAD_SLOW_NR_REASONS = 16
 };
 

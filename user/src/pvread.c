@@ -52,6 +52,7 @@ struct mapping {
 	uint32_t nr_records;
 	uint32_t stride;
 	uint64_t tolerance_ns;
+	bool rdtscp;		/* the CPU offers it: per-CPU mode possible */
 };
 
 enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT };
@@ -87,7 +88,11 @@ static uint64_t tolerance_from_env(void)
 	return v;
 }
 
-/* Every read starts with rdtscp: without it, libc answers. */
+/*
+ * Per-CPU mode needs rdtscp, which names the CPU in the instruction that
+ * reads the TSC.  Some hypervisors hide it from their guests (and may make
+ * it fault); stable mode then reads the TSC as the kernel's vDSO would.
+ */
 static bool have_rdtscp(void)
 {
 	unsigned int eax, ebx, ecx, edx;
@@ -101,7 +106,7 @@ static bool adopt_page(struct mapping *m, const void *p, size_t size)
 {
 	const struct pvread_header *h = p;
 
-	if (!have_rdtscp() || size < sizeof(*h) || h->magic != PVREAD_MAGIC ||
+	if (size < sizeof(*h) || h->magic != PVREAD_MAGIC ||
 	    h->abi_version != PVREAD_ABI_VERSION || h->map_size > size ||
 	    h->record_stride < sizeof(struct pvread_record) ||
 	    h->record_offset < sizeof(*h) || h->nr_records > PVREAD_MAX_RECORDS ||
@@ -113,6 +118,7 @@ static bool adopt_page(struct mapping *m, const void *p, size_t size)
 	m->nr_records = h->nr_records;
 	m->stride = h->record_stride;
 	m->tolerance_ns = tolerance_from_env();
+	m->rdtscp = have_rdtscp();
 	return true;
 }
 
@@ -201,6 +207,7 @@ enum read_result {
 	READ_NO_BOUND = READ_NO + PVREAD_SLOW_BOUND,
 	READ_NO_RECORD = READ_NO + PVREAD_SLOW_RECORD,
 	READ_NO_DELTA = READ_NO + PVREAD_SLOW_DELTA,
+	READ_NO_RDTSCP = READ_NO + PVREAD_SLOW_RDTSCP,
 };
 
 /*
@@ -236,10 +243,22 @@ static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
 	uint32_t version, mul, aux, cpu;
 	int8_t shift;
 
-	s->tsc = __rdtscp(&aux);
-	/* Stable: one record describes every CPU's TSC. */
-	cpu = mode == PVREAD_MODE_STABLE ? LOAD(m->hdr->stable_record) :
-	      aux & PVREAD_TSC_AUX_CPU_MASK;
+	if (mode == PVREAD_MODE_STABLE) {
+		/* One record describes every CPU's TSC. */
+		if (likely(m->rdtscp)) {
+			s->tsc = __rdtscp(&aux);
+		} else {
+			/* rdtsc_ordered(), as the vDSO does without rdtscp */
+			_mm_lfence();
+			s->tsc = __rdtsc();
+		}
+		cpu = LOAD(m->hdr->stable_record);
+	} else {
+		if (unlikely(!m->rdtscp))
+			return READ_NO_RDTSCP;
+		s->tsc = __rdtscp(&aux);
+		cpu = aux & PVREAD_TSC_AUX_CPU_MASK;
+	}
 	if (cpu >= m->nr_records)
 		return READ_NO_RECORD;
 	r = (const struct pvread_record *)(m->records + (size_t)cpu * m->stride);
@@ -695,6 +714,7 @@ const char *pvread_slow_reason_name(unsigned int reason)
 		[PVREAD_SLOW_BUSY] = "busy",
 		[PVREAD_SLOW_RETRIES] = "retries",
 		[PVREAD_SLOW_SEED] = "seed",
+		[PVREAD_SLOW_RDTSCP] = "no-rdtscp",
 	};
 
 	return reason < PVREAD_SLOW_NR_REASONS && names[reason] ?

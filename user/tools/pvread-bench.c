@@ -14,6 +14,7 @@
  * counting system calls from outside.
  */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -59,6 +60,20 @@ static int64_t now_ns(void)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/*
+ * The raw counter read, the floor under every fast read: rdtscp where the
+ * CPU offers it, else lfence; rdtsc (libpvread's stable-mode read then).
+ */
+static int have_rdtscp;
+
+static int cpu_has_rdtscp(void)
+{
+	unsigned int eax, ebx, ecx, edx;
+
+	return __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) &&
+	       (edx & (1U << 27));
+}
+
 /* One tight loop per kind of read: no dispatch inside what is measured. */
 static uint64_t run(const struct method *m, long n)
 {
@@ -69,6 +84,13 @@ static uint64_t run(const struct method *m, long n)
 
 	switch (m->via) {
 	case VIA_RDTSCP:
+		if (!have_rdtscp) {
+			for (i = 0; i < n; i++) {
+				_mm_lfence();
+				sink += __rdtsc();
+			}
+			break;
+		}
 		for (i = 0; i < n; i++)
 			sink += __rdtscp(&aux);
 		break;
@@ -238,6 +260,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	have_rdtscp = cpu_has_rdtscp();
 	pvread_get_info(&info);
 	printf("page: %s, mode %u, fast path %s; %ld thread%s, %ld ms x %ld\n",
 	       synth ? "synthetic" : info.mapped ? PVREAD_DEVICE : "none",
@@ -255,7 +278,8 @@ int main(int argc, char **argv)
 	printf("%-30s %9s %9s %9s %9s %9s\n", "method", "min ns", "median ns",
 	       "/syscall", "/vDSO", "-rdtscp");
 	for (i = 0; i < NR_METHODS; i++)
-		printf("%-30s %9.1f %9.1f %9.3f %9.3f %9.1f\n", methods[i].name,
+		printf("%-30s %9.1f %9.1f %9.3f %9.3f %9.1f\n",
+		       i || have_rdtscp ? methods[i].name : "lfence; rdtsc (no rdtscp)",
 		       min[i], med[i], med[i] / med[SYSCALL], med[i] / med[VDSO],
 		       med[i] - med[0]);
 	if (threads == 1) {
@@ -266,6 +290,11 @@ int main(int argc, char **argv)
 		       (unsigned long long)st.fast, (unsigned long long)st.slow,
 		       (unsigned long long)st.retries,
 		       (unsigned long long)st.clamped);
+		for (i = 0; i < PVREAD_SLOW_NR_REASONS; i++)
+			if (st.slow_by_reason[i])
+				printf("  via libc for \"%s\": %llu\n",
+				       pvread_slow_reason_name(i),
+				       (unsigned long long)st.slow_by_reason[i]);
 	}
 	synthetic_stop(&page);
 	return 0;
