@@ -15,14 +15,28 @@ trace=/tmp/pvread-shim.trace
 
 # count_clock_syscalls CALL N: clock system calls made by N calls of CALL,
 # counting only those inside the loop (timeloop frames it with getppid()).
+# Prints -1 when the loop did not run to its end under the shim: timeloop
+# failed, the frame is not in the trace, or the shim did not answer the N
+# calls itself.
 count_clock_syscalls() {
+	out=/tmp/pvread-shim.out
 	LD_PRELOAD=$shim strace -f -qq -o $trace \
 		-e trace=clock_gettime,gettimeofday,time,getppid \
-		timeloop "$1" "$2" | sed 's/^/# /' >&2
+		timeloop "$1" "$2" > $out
+	rc=$?
+	sed 's/^/# /' $out >&2
 	awk '/getppid/ { inside = !inside; next } !inside' $trace |
 		sed 's/^/# outside the loop (libc itself): /' >&2
 	awk '/getppid/ { inside = !inside; next } inside' $trace | head -5 |
 		sed 's/^/# inside the loop: /' >&2
+	frames=$(grep -c getppid $trace)
+	# "timeloop: libpvread: F fast, ..." -- the shim's own count
+	fast=$(sed -n 's/^timeloop: libpvread: \([0-9]*\) fast.*/\1/p' $out)
+	if [ $rc -ne 0 ] || [ "$frames" -ne 2 ] || [ "${fast:-0}" -lt "$2" ]; then
+		echo "# timeloop exit $rc, $frames getppid frames (want 2), ${fast:-no} fast reads by the shim (want >= $2)" >&2
+		echo -1
+		return
+	fi
 	awk '/getppid/ { inside = !inside; next } inside { n++ } END { print n + 0 }' $trace
 }
 

@@ -14,6 +14,8 @@
  *
  * CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW and CLOCK_BOOTTIME never go back
  * within a process, on any thread and any CPU, across fast and slow paths.
+ * CLOCK_MONOTONIC_COARSE read through libc is never behind the page's,
+ * which the module keeps from stepping back.
  *
  * All functions are thread-safe and async-signal-safe; the first call maps
  * the device (open, mmap, close) and a signal handler or thread that races

@@ -382,6 +382,35 @@ static int unregistered_record(void)
 	return bad != 0;
 }
 
+/*
+ * The page's MONOTONIC_COARSE is held against the kernel's stepping back;
+ * a fallback must not return less than the page did.
+ */
+static int coarse_fallback_not_behind_page(void)
+{
+	struct pvread_clock_base *b;
+	struct timespec fast, slow;
+	int64_t kernel;
+
+	if (adopt(PVREAD_MODE_STABLE, 0))	/* no ticker: the test writes */
+		return 1;
+	b = &page.hdr->tk.base[CLOCK_MONOTONIC_COARSE];
+	pvread_clock_gettime(CLOCK_MONOTONIC_COARSE, &fast);
+	kernel = sys_ns(CLOCK_MONOTONIC_COARSE);
+	synthetic_write_begin(&page);
+	b->sec = (kernel + 5000000) / NSEC_PER_SEC;	/* page 5 ms ahead */
+	b->snsec = (kernel + 5000000) % NSEC_PER_SEC;
+	synthetic_write_end(&page);
+	pvread_clock_gettime(CLOCK_MONOTONIC_COARSE, &fast);
+	set_mode(PVREAD_MODE_NONE);
+	pvread_clock_gettime(CLOCK_MONOTONIC_COARSE, &slow);
+	printf("# fast %lld, then via libc %lld (kernel %lld)\n",
+	       (long long)ns_of(&fast), (long long)ns_of(&slow),
+	       (long long)sys_ns(CLOCK_MONOTONIC_COARSE));
+	return ns_of(&slow) < ns_of(&fast) ||
+	       slow_for(PVREAD_SLOW_MODE) != 1;
+}
+
 static int use_page_errors(void)
 {
 	struct timespec ts;
@@ -443,7 +472,7 @@ static int after_fork(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(10);
+	tap_plan(11);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -460,6 +489,7 @@ int main(void)
 	scenario("clocksource flip: falls back, then fast again", clocksource_flip);
 	scenario("error bound above PVREAD_MAX_ERROR_NS: falls back", bound_above_tolerance);
 	scenario("unregistered record: falls back", unregistered_record);
+	scenario("MONOTONIC_COARSE via libc never behind the page", coarse_fallback_not_behind_page);
 	scenario("pvread_use_page: EINVAL, EBUSY", use_page_errors);
 	scenario("other clocks and bad ids: exactly libc's answer", passthrough);
 	scenario("correct in a child after fork()", after_fork);
