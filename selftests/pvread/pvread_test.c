@@ -124,6 +124,7 @@ static void test_device_refusals(void)
 	long page = sysconf(_SC_PAGESIZE);
 	const struct pvread_header *h;
 	struct pvread_reference ref;
+	char buf[16] = { 0 };
 	size_t size;
 	void *p;
 	int fd, ret;
@@ -155,6 +156,8 @@ static void test_device_refusals(void)
 
 	ret = mprotect((void *)h, page, PROT_READ | PROT_WRITE);
 	expect_errno(ret, errno, EACCES, "mprotect PROT_WRITE refused");
+	ret = mprotect((void *)h, page, PROT_READ | PROT_EXEC);
+	expect_errno(ret, errno, EACCES, "mprotect PROT_EXEC refused");
 	munmap((void *)h, page);
 
 	p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -171,6 +174,14 @@ static void test_device_refusals(void)
 	p = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, size);
 	expect_errno(p == MAP_FAILED, errno, EINVAL,
 		     "mmap at offset past the end refused");
+	/* The layout is offsets from the header: it is mapped whole, from 0. */
+	p = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, page);
+	expect_errno(p == MAP_FAILED, errno, EINVAL,
+		     "mmap at a nonzero offset refused");
+	ret = read(fd, buf, sizeof(buf));
+	expect_errno(ret < 0, errno, EINVAL, "read refused");
+	ret = write(fd, buf, sizeof(buf));
+	expect_errno(ret < 0, errno, EBADF, "write refused");
 
 	ret = ioctl(fd, _IO(PVREAD_IOC_MAGIC, 0x7f));
 	expect_errno(ret, errno, ENOTTY, "unknown ioctl refused");
@@ -769,7 +780,7 @@ int main(int argc, char **argv)
 	}
 
 	setenv("PVREAD_MAX_ERROR_NS", TEST_TOLERANCE_NS, 1);
-	ksft_set_plan(11 + 1 + nr_cpus + 7 + 1);
+	ksft_set_plan(15 + 1 + nr_cpus + 7 + 1);
 	test_device_refusals();
 	/* The module needs a few seconds of history before it vouches. */
 	for (i = 0; i < 100; i++) {
