@@ -22,8 +22,9 @@
  *     of TSC_AUX, the CPU whose record describes that TSC value.  In
  *     PVREAD_MODE_STABLE (Xen set PVCLOCK_TSC_STABLE_BIT: every vCPU's
  *     record gives the same time) record header.stable_record describes the
- *     TSC of every CPU, and a plain rdtsc will do.  The record must have PVREAD_RECORD_REGISTERED in its state, an even pvclock
- *     version equal before and after the fields are read, and a
+ *     TSC of every CPU, and an ordered rdtsc (lfence; rdtsc) will do.
+ *     The record must have PVREAD_RECORD_REGISTERED in its state, an even
+ *     pvclock version equal before and after the fields are read, and a
  *     tsc_timestamp not later than the TSC value.
  *  4. cycles = system_time + ((tsc - tsc_timestamp) << tsc_shift, or >> if
  *     negative) * tsc_to_system_mul >> 32, with a 128-bit product.  These
@@ -43,6 +44,7 @@
 #ifndef _UAPI_LINUX_PVREAD_H
 #define _UAPI_LINUX_PVREAD_H
 
+#include <linux/const.h>
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
@@ -60,13 +62,13 @@
 #define PVREAD_MODE_STABLE	2	/* header.stable_record serves every CPU */
 
 /* header.flags */
-#define PVREAD_FLAG_XEN_CLOCKSOURCE	(1U << 0) /* timekeeper runs on "xen" */
-#define PVREAD_FLAG_TSC_AUX		(1U << 1) /* every online CPU's TSC_AUX names it */
-#define PVREAD_FLAG_TSC_STABLE		(1U << 2) /* Xen set PVCLOCK_TSC_STABLE_BIT */
-#define PVREAD_FLAG_CPU0_OWNED_BY_KERNEL (1U << 3) /* Linux's vDSO owns vCPU 0's area */
+#define PVREAD_FLAG_XEN_CLOCKSOURCE	_BITUL(0) /* timekeeper runs on "xen" */
+#define PVREAD_FLAG_TSC_AUX		_BITUL(1) /* every online CPU's TSC_AUX names it */
+#define PVREAD_FLAG_TSC_STABLE		_BITUL(2) /* Xen set PVCLOCK_TSC_STABLE_BIT */
+#define PVREAD_FLAG_CPU0_OWNED_BY_KERNEL _BITUL(3) /* Linux's vDSO owns vCPU 0's area */
 
 /* record.state */
-#define PVREAD_RECORD_REGISTERED	(1U << 0) /* Xen keeps this record current */
+#define PVREAD_RECORD_REGISTERED	_BITUL(0) /* Xen keeps this record current */
 
 /* Xen's struct vcpu_time_info (Linux: struct pvclock_vcpu_time_info). */
 struct pvread_pvclock {

@@ -1,0 +1,205 @@
+#!/bin/sh
+# vm/domu.sh — dom0 side of the domU machine (busybox sh, in the Xen test
+# machine, from the payload vm/domu-payload builds; cwd /opt/pvread).
+#
+#   sh domu.sh [--type pv|pvh] [--mem MB] [--vcpus N] [--timeout SEC]
+#              [--save-restore SEC]
+#
+# Brings up Debian's toolstack in the initramfs dom0 (drivers, xenfs,
+# xenstored, xen-init-dom0, xenconsoled logging the guest's console to a
+# file), starts the domU with xl, follows its console, prints the domU
+# command's output (the lines between the domU's own PVREAD_VM_BEGIN/EXIT
+# markers) and exits with the domU command's status. With --save-restore SEC
+# the domU is saved (xl save) SEC seconds after its command started and
+# restored from the file at once.
+# Exit 125 when the domU machinery failed (toolstack, xl create, domU never
+# finished): never a pass. Its console log and Xen's messages are shown then.
+# Lines of its own start with "# domu.sh:" so they never count as results.
+#
+# No `set -e`: every step is checked by hand, so the failure names the step.
+
+here=$(pwd)
+FAIL=125
+TYPE=pv MEM=256 VCPUS=2 TIMEOUT=1500 SAVE_AT=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--type) TYPE=$2; shift 2 ;;
+	--mem) MEM=$2; shift 2 ;;
+	--vcpus) VCPUS=$2; shift 2 ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
+	--save-restore) SAVE_AT=$2; shift 2 ;;
+	*) echo "domu.sh: unknown argument $1" >&2; exit $FAIL ;;
+	esac
+done
+
+NAME=pvread-domu
+XENBIN=/usr/lib/xen-4.17/bin
+CONLOG=/var/log/xen/console/guest-$NAME.log
+SAVEFILE=/tmp/$NAME.save
+nonce=$(cat "$here/domu/nonce")
+
+say() { echo "# domu.sh: $*"; }
+# elapsed: seconds since dom0 booted (busybox has no date +%N everywhere).
+now() { cut -d. -f1 /proc/uptime; }
+
+show_logs() {
+	say "domU console ($CONLOG), last 60 lines:"
+	tr -d '\r' <"$CONLOG" 2>/dev/null | tail -n 60 | sed 's/^/# domU console | /'
+	say "xl dmesg, last 30 lines:"
+	xl dmesg 2>&1 | tail -n 30 | sed 's/^/# xl dmesg | /'
+	for f in /var/log/xen/xl-$NAME.log /var/log/xen/xenstored.log; do
+		[ -s "$f" ] || continue
+		say "$f, last 20 lines:"
+		tail -n 20 "$f" | sed 's/^/# | /'
+	done
+}
+fail() {
+	say "FAIL: $*"
+	show_logs
+	xl destroy $NAME >/dev/null 2>&1
+	exit $FAIL
+}
+
+# ---- 1. the tools, where Debian's build expects them ----
+# The tree uses the merged-/usr layout of the initramfs (/lib -> usr/lib).
+cp -a "$here/tools/usr/." /usr/ || fail "cannot copy the tools into /usr"
+export PATH="$XENBIN:$PATH"
+mkdir -p /etc/xen /var/lib/xen /var/lib/xenstored /var/run/xen /var/run/xenstored \
+	/var/log/xen/console /var/lock /run/xen
+# dom0 has no memory to give: vm/run set dom0_mem, the domU takes Xen's free
+# memory. autoballoon off stops xl from trying to shrink dom0 first.
+printf 'autoballoon="off"\n' >/etc/xen/xl.conf
+
+# ---- 2. dom0 drivers: event channels, hypercalls, grants, xenfs ----
+for m in xen-evtchn xen-privcmd xen-gntdev xen-gntalloc xenfs; do
+	grep -q "^$(echo "$m" | tr - _) " /proc/modules && continue
+	insmod /usr/lib/modules-domu/$m.ko || fail "insmod $m.ko"
+done
+grep -q ' /proc/xen ' /proc/mounts || mount -t xenfs xenfs /proc/xen ||
+	fail "mount xenfs on /proc/xen"
+
+# ---- 3. xenstored, dom0's entries, xenconsoled ----
+t0=$(now)
+xenstored --pid-file=/var/run/xenstored.pid >/var/log/xen/xenstored.log 2>&1 ||
+	fail "xenstored did not start"
+# xen-init-dom0 needs a running xenstored: retry while it comes up.
+i=0
+until xen-init-dom0 >/var/log/xen/xen-init-dom0.log 2>&1; do
+	i=$((i + 1))
+	[ $i -lt 30 ] || { cat /var/log/xen/xen-init-dom0.log; fail "xen-init-dom0 failed 30 times"; }
+	sleep 1
+done
+# --log=guest: every guest's console goes to guest-NAME.log, which is how
+# the domU's output reaches us.
+xenconsoled --pid-file=/var/run/xenconsoled.pid --log=guest \
+	--log-dir=/var/log/xen/console || fail "xenconsoled did not start"
+say "toolstack up in $(($(now) - t0)) s; Xen: $(xl info 2>/dev/null | sed -n 's/^xen_version *: //p'), free memory $(xl info 2>/dev/null | sed -n 's/^free_memory *: //p') MB"
+
+# ---- 4. the domU ----
+# Same kernel command line as vm/run gives its machines; on_reboot destroy:
+# vm/init ends with reboot -f, which must end the domain.
+cat >/etc/xen/$NAME.cfg <<EOF
+name = "$NAME"
+type = "$TYPE"
+kernel = "$here/domu/vmlinuz"
+ramdisk = "$here/domu/initrd.img"
+extra = "console=hvc0 panic=-1 loglevel=5 rdinit=/init"
+memory = $MEM
+vcpus = $VCPUS
+on_poweroff = "destroy"
+on_reboot = "destroy"
+on_crash = "destroy"
+EOF
+say "xl create ($TYPE, $MEM MB, $VCPUS vCPUs); domU runs: $(cat "$here/domu/command")"
+t0=$(now)
+xl -v create /etc/xen/$NAME.cfg >/var/log/xen/xl-$NAME.log 2>&1 ||
+	fail "xl create failed: $(grep -iE 'error|fail' /var/log/xen/xl-$NAME.log | tail -n 3 | tr '\n' ' ')"
+say "domain $(xl domid $NAME 2>/dev/null) created in $(($(now) - t0)) s"
+
+# ---- 5. follow its console until the exit marker ----
+# Only complete lines are printed (wc -l counts newlines), each once; the
+# lines between the markers are the command's output.
+shown=0 begin="" exit_line="" saved=no
+deadline=$(($(now) + TIMEOUT))
+while :; do
+	lines=$(wc -l <"$CONLOG" 2>/dev/null || echo 0)
+	if [ -z "$begin" ]; then
+		begin=$(tr -d '\r' <"$CONLOG" 2>/dev/null | grep -n "PVREAD_VM_BEGIN $nonce" | head -n1 | cut -d: -f1)
+		if [ -n "$begin" ]; then
+			say "domU booted in $(($(now) - t0)) s: $(tr -d '\r' <"$CONLOG" | grep -a -m1 PVREAD_VM_INFO | sed 's/.*PVREAD_VM_INFO //')"
+			shown=$begin
+			cmd_t0=$(now)
+		fi
+	fi
+	if [ -n "$begin" ] && [ "$lines" -gt "$shown" ]; then
+		tr -d '\r' <"$CONLOG" | sed -n "$((shown + 1)),${lines}p" >/tmp/domu-new
+		if grep -q "PVREAD_VM_EXIT=[0-9]* $nonce" /tmp/domu-new; then
+			# the command's last line may lack a newline: keep what precedes
+			sed -n "/PVREAD_VM_EXIT=[0-9]* $nonce/q;p" /tmp/domu-new
+			exit_line=$(grep -o "PVREAD_VM_EXIT=[0-9]* $nonce" /tmp/domu-new | head -n1)
+			pre=$(grep "PVREAD_VM_EXIT=[0-9]* $nonce" /tmp/domu-new | head -n1 | sed 's/PVREAD_VM_EXIT=.*//')
+			[ -z "$pre" ] || echo "$pre"
+			break
+		fi
+		cat /tmp/domu-new
+		shown=$lines
+	fi
+	if [ -n "$SAVE_AT" ] && [ -n "$begin" ] && [ $saved = no ] &&
+	   [ $(($(now) - cmd_t0)) -ge "$SAVE_AT" ]; then
+		saved=yes
+		say "xl save $NAME $SAVEFILE"
+		t1=$(now)
+		xl save $NAME $SAVEFILE >/var/log/xen/xl-save.log 2>&1 ||
+			{ cat /var/log/xen/xl-save.log; fail "xl save failed"; }
+		say "saved in $(($(now) - t1)) s ($(du -k $SAVEFILE | cut -f1) KiB); xl restore"
+		t1=$(now)
+		xl restore $SAVEFILE >/var/log/xen/xl-restore.log 2>&1 ||
+			{ cat /var/log/xen/xl-restore.log; fail "xl restore failed"; }
+		say "restored in $(($(now) - t1)) s as domain $(xl domid $NAME 2>/dev/null)"
+		rm -f $SAVEFILE
+	fi
+	if ! xl domid $NAME >/dev/null 2>&1; then
+		# gone: one more look at the log in case the marker came last
+		sleep 1
+		tr -d '\r' <"$CONLOG" | grep -q "PVREAD_VM_EXIT=[0-9]* $nonce" && continue
+		if [ -n "$begin" ]; then
+			fail "the domU died before its command finished"
+		else
+			fail "the domU died before its command started (boot failure)"
+		fi
+	fi
+	if [ "$(now)" -ge $deadline ]; then
+		if [ -n "$begin" ]; then
+			fail "timeout after $TIMEOUT s: the domU's command did not finish"
+		else
+			fail "timeout after $TIMEOUT s: the domU did not finish booting"
+		fi
+	fi
+	sleep 2
+done
+rc=${exit_line#PVREAD_VM_EXIT=}
+rc=${rc%% *}
+say "domU command finished: exit $rc after $(($(now) - cmd_t0)) s"
+
+# ---- 6. the domain must go away by itself (vm/init reboots it) ----
+i=0
+while xl domid $NAME >/dev/null 2>&1; do
+	i=$((i + 1))
+	if [ $i -ge 30 ]; then
+		say "FAIL: the domU did not shut down within 30 s of its command's end"
+		show_logs
+		xl destroy $NAME
+		exit $FAIL
+	fi
+	sleep 1
+done
+# Kernel splats in the domU, as vm/run scans dom0's console.
+splats=$(tr -d '\r' <"$CONLOG" | grep -aE '^ *\[ *[0-9]+\.[0-9]+\]' |
+	grep -acE 'Oops|BUG:|WARNING:|general protection fault|Call Trace:|refcount_t:')
+if [ "$splats" -ne 0 ]; then
+	say "warning: the domU console shows $splats oops/BUG/WARNING lines:"
+	tr -d '\r' <"$CONLOG" | grep -aE 'Oops|BUG:|WARNING:|general protection fault|Call Trace:|refcount_t:' |
+		head -n 20 | sed 's/^/# domU console | /'
+fi
+say "domU gone; exit $rc"
+exit "$rc"
