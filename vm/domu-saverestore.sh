@@ -1,0 +1,48 @@
+#!/bin/sh
+# vm/domu-saverestore.sh — domU side of the save/restore test (busybox sh,
+# in the domU, cwd /opt/pvread; vm/domu-payload puts it there).
+#
+#   sh domu-saverestore.sh [STRESS_SECONDS] [WAIT_SECONDS]
+#
+# Loads pvread.ko and runs the stress reader (every clock on every vCPU,
+# order and bound checked, exactness per vCPU) for STRESS_SECONDS (default
+# 90) while dom0 saves and restores this domain (domu.sh --save-restore).
+# Afterwards: the module saw a resume, re-registered every online vCPU, went
+# back to per-CPU mode, and the reader saw no backward step, no read beyond
+# the bound and no exactness violation. Prints ok/not ok lines.
+stress=${1:-90}
+wait_s=${2:-$((stress + 60))}
+. ./pvread_lib.sh
+sys=/sys/class/misc/pvread
+
+check "saverestore: insmod pvread.ko" insmod ./pvread.ko
+pvread_kmod_test wait-mode 1 10 | sed 's/^/# /'
+r0=$(cat $sys/resumes)
+echo "# before: registered $(cat $sys/registered), mode $(cat $sys/mode), resumes $r0"
+echo "# records before:"; pvread-status | sed -n '/^cpu /,$p' | sed 's/^/#   /'
+
+# The reader runs across the save/restore; its own KTAP lines are the checks.
+pvread_test --stress "$stress" >/tmp/stress.out 2>&1 &
+reader=$!
+i=0
+while [ "$(cat $sys/resumes)" = "$r0" ] && [ $i -lt "$wait_s" ]; do
+	sleep 1
+	i=$((i + 1))
+done
+r1=$(cat $sys/resumes)
+echo "# resume seen after ~$i s: resumes $r0 -> $r1"
+wait $reader
+rc=$?
+sed 's/^/# stress | /' /tmp/stress.out | grep -v '^# stress | ok\|^# stress | not ok'
+grep -E '^(not )?ok ' /tmp/stress.out | sed 's/^\(not \)\{0,1\}ok [0-9]* - /&saverestore: /; s/^\(\(not \)\{0,1\}ok\) [0-9]* - /\1 - /'
+check "saverestore: reader across save/restore (pvread_test --stress exit $rc)" [ $rc -eq 0 ]
+check "saverestore: the module saw the resume (resumes $r0 -> $r1)" [ "$r1" -gt "$r0" ]
+pvread_kmod_test wait-mode 1 10 | sed 's/^/# /'
+echo "# after: registered $(cat $sys/registered), mode $(cat $sys/mode)"
+echo "# records after:"; pvread-status | sed -n '/^cpu /,$p' | sed 's/^/#   /'
+check "saverestore: every online vCPU registered after restore" \
+	[ "$(cat $sys/registered)" = "$(cat /sys/devices/system/cpu/online)" ]
+check "saverestore: per-cpu mode after restore" [ "$(cat $sys/mode)" = percpu ]
+check "saverestore: rmmod pvread" rmmod pvread
+check_dmesg
+exit $failed
