@@ -27,5 +27,19 @@ rc=$?
 check "pvread_test --plain (exit $rc)" [ $rc -eq 0 ]
 sh "$(dirname "$0")/pvread_shim.sh" plain || failed=1
 
+# The tests that need Xen must say so, as a skip with the reason.
+for args in --xen "--stress 1"; do
+	out=$(pvread_test $args 2>&1)
+	rc=$?
+	echo "$out" | sed 's/^/# /'
+	why=$(echo "$out" | sed -n 's/^1\.\.0 # SKIP //p')
+	if [ $rc -eq 4 ] && [ -n "$why" ]; then
+		echo "ok - pvread_test ${args% *} # SKIP $why"
+	else
+		echo "not ok - pvread_test ${args% *}: exit $rc, want a skip (4) that says why"
+		failed=1
+	fi
+done
+
 check_dmesg
 exit $failed
