@@ -192,6 +192,99 @@ static void test_device_refusals(void)
 	close(fd);
 }
 
+/* ---- the first calls, from threads racing to map the device ---- */
+
+#define RACERS 4
+#define RACE_READS 2000
+
+struct racer {
+	pthread_t tid;
+	pthread_barrier_t *go;
+	int64_t first, last;
+	long back, failed;
+};
+
+static void *race_first_reads(void *arg)
+{
+	struct racer *r = arg;
+	struct timespec ts;
+	int64_t v, prev = 0;
+	int i;
+
+	pthread_barrier_wait(r->go);
+	for (i = 0; i < RACE_READS; i++) {
+		if (pvread_clock_gettime(CLOCK_MONOTONIC, &ts)) {
+			r->failed++;
+			continue;
+		}
+		v = ts_ns(&ts);
+		if (!i)
+			r->first = v;
+		if (v < prev)
+			r->back++;
+		prev = v;
+	}
+	r->last = prev;
+	return NULL;
+}
+
+static int count_mappings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, PVREAD_DEVICE) != NULL;
+	fclose(f);
+	return n;
+}
+
+/*
+ * Threads started before the library's first call all make it at once:
+ * one maps the device, the others answer through libc meanwhile.  Every
+ * answer lies between two syscalls (widened by the published bound), none
+ * goes back, and the device is mapped exactly once.
+ */
+static void test_first_calls_race(void)
+{
+	struct racer r[RACERS] = { 0 };
+	pthread_barrier_t go;
+	struct pvread_info info;
+	int64_t k0, k1, b;
+	long back = 0, failed = 0, outside = 0;
+	int i, maps;
+
+	pthread_barrier_init(&go, NULL, RACERS);
+	k0 = sys_ns(CLOCK_MONOTONIC);
+	for (i = 0; i < RACERS; i++) {
+		r[i].go = &go;
+		if (pthread_create(&r[i].tid, NULL, race_first_reads, &r[i]))
+			ksft_exit_fail_msg("pthread_create\n");
+	}
+	for (i = 0; i < RACERS; i++)
+		pthread_join(r[i].tid, NULL);
+	k1 = sys_ns(CLOCK_MONOTONIC);
+	pthread_barrier_destroy(&go);
+	pvread_get_info(&info);
+	b = info.error_bound_ns > (uint64_t)INT64_MAX / 4 ?
+		INT64_MAX / 4 : (int64_t)info.error_bound_ns;
+	for (i = 0; i < RACERS; i++) {
+		back += r[i].back;
+		failed += r[i].failed;
+		outside += r[i].first < k0 - b || r[i].last > k1 + b;
+	}
+	maps = count_mappings();
+	ksft_print_msg("first calls: %d threads x %d reads, %ld back, %ld failed, %ld outside the syscalls +- %lld ns, %d mapping(s) of %s\n",
+		       RACERS, RACE_READS, back, failed, outside, (long long)b,
+		       maps, PVREAD_DEVICE);
+	ksft_test_result(!back && !failed && !outside && maps == 1 && info.mapped,
+			 "first calls from %d threads at once: one mapping, right answers\n",
+			 RACERS);
+}
+
 /* ---- (d) Xen keeps every record current ---- */
 
 static void test_records_update(void)
@@ -801,8 +894,9 @@ int main(int argc, char **argv)
 	}
 
 	setenv("PVREAD_MAX_ERROR_NS", TEST_TOLERANCE_NS, 1);
-	ksft_set_plan(15 + 1 + nr_cpus + 7 + 1);
+	ksft_set_plan(15 + 1 + 1 + nr_cpus + 7 + 1);
 	test_device_refusals();
+	test_first_calls_race();
 	/* The module needs a few seconds of history before it vouches. */
 	for (i = 0; i < 100; i++) {
 		pvread_get_info(&info);
