@@ -3,7 +3,7 @@
 # machine, from the payload vm/domu-payload builds; cwd /opt/pvread).
 #
 #   sh domu.sh [--type pv|pvh] [--mem MB] [--vcpus N] [--timeout SEC]
-#              [--save-restore SEC]
+#              [--save-restore SEC] [--tsc-mode MODE]
 #
 # Brings up Debian's toolstack in the initramfs dom0 (drivers, xenfs,
 # xenstored, xen-init-dom0, xenconsoled logging the guest's console to a
@@ -11,7 +11,10 @@
 # command's output (the lines between the domU's own PVREAD_VM_BEGIN/EXIT
 # markers) and exits with the domU command's status. With --save-restore SEC
 # the domU is saved (xl save) SEC seconds after its command started and
-# restored from the file at once.
+# restored from the file at once. --tsc-mode sets xl's tsc_mode (default:
+# xl's own, "default", which under QEMU TCG means Xen emulates the TSC for
+# the domU: no invariant TSC). After the domU, Xen's TSC report (debug key
+# s: mode, frequency, emulated rdtsc count) is printed as comments.
 # Exit 125 when the domU machinery failed (toolstack, xl create, domU never
 # finished): never a pass. Its console log and Xen's messages are shown then.
 # Lines of its own start with "# domu.sh:" so they never count as results.
@@ -20,7 +23,7 @@
 
 here=$(pwd)
 FAIL=125
-TYPE=pv MEM=256 VCPUS=2 TIMEOUT=1500 SAVE_AT=
+TYPE=pv MEM=256 VCPUS=2 TIMEOUT=1500 SAVE_AT='' TSC_MODE=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--type) TYPE=$2; shift 2 ;;
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
 	--vcpus) VCPUS=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--save-restore) SAVE_AT=$2; shift 2 ;;
+	--tsc-mode) TSC_MODE=$2; shift 2 ;;
 	*) echo "domu.sh: unknown argument $1" >&2; exit $FAIL ;;
 	esac
 done
@@ -110,7 +114,8 @@ on_poweroff = "destroy"
 on_reboot = "destroy"
 on_crash = "destroy"
 EOF
-say "xl create ($TYPE, $MEM MB, $VCPUS vCPUs); domU runs: $(cat "$here/domu/command")"
+[ -z "$TSC_MODE" ] || echo "tsc_mode = \"$TSC_MODE\"" >>/etc/xen/$NAME.cfg
+say "xl create ($TYPE, $MEM MB, $VCPUS vCPUs, tsc_mode ${TSC_MODE:-default}); domU runs: $(cat "$here/domu/command")"
 t0=$(now)
 xl -v create /etc/xen/$NAME.cfg >/var/log/xen/xl-$NAME.log 2>&1 ||
 	fail "xl create failed: $(grep -iE 'error|fail' /var/log/xen/xl-$NAME.log | tail -n 3 | tr '\n' ' ')"
@@ -129,6 +134,12 @@ while :; do
 			say "domU booted in $(($(now) - t0)) s: $(tr -d '\r' <"$CONLOG" | grep -a -m1 PVREAD_VM_INFO | sed 's/.*PVREAD_VM_INFO //')"
 			shown=$begin
 			cmd_t0=$(now)
+			# How Xen gives the domU its TSC (native or emulated):
+			# the key to reading the domU's figures. Asked now, while
+			# the domain surely exists.
+			xl debug-keys s >/dev/null 2>&1 &&
+				xl dmesg | tr -d '\r' | grep -E 'TSC|dom[1-9][0-9]*(\(hvm\))?:' |
+				tail -n 4 | sed 's/^/# domu.sh: xen: /'
 		fi
 	fi
 	if [ -n "$begin" ] && [ "$lines" -gt "$shown" ]; then

@@ -17,10 +17,21 @@ MATRIX_SPECS=(
     "xen420-1cpu|xen420 --smp 1 --clocksource xen|pvread_xen.sh|6.12"
     "xen420-2cpu|xen420 --smp 2 --clocksource xen|pvread_xen.sh|6.12"
     "xen420-4cpu|xen420 --smp 4 --clocksource xen|pvread_xen.sh|6.12"
+    # domU machines: "domu ARGS" means vm/run-domu ARGS (a Xen 4.17 machine
+    # whose dom0 starts a domU with xl; the suite runs in the domU).
+    # tsc_mode native: Xen's default emulates the domU's TSC under TCG
+    # (every rdtscp traps: 25 min instead of 3), where real hardware with an
+    # invariant TSC runs it natively.
+    "xen417-domu-pv|domu --tsc-mode native|pvread_xen.sh|6.1"
+    # xl save + xl restore 20 s into a 60 s stress reader in the domU.
+    "xen417-domu-save|domu --tsc-mode native --save-restore 20|domu-saverestore.sh 60|6.1"
+    # PVH needs HVM inside the emulated machine: QEMU TCG's SVM.
+    "xen417-domu-pvh|domu --tsc-mode native --type pvh --cpu qemu64,+rdtscp,+svm,+npt|pvread_xen.sh|6.1"
 )
 # The default run (CI): every vCPU count on the first generation, the plain
-# guest, and the second generation with 2 vCPUs.
-MATRIX_DEFAULT=(xen417-1cpu xen417-2cpu xen417-4cpu plain xen420-2cpu)
+# guest, the second generation with 2 vCPUs, a PV domU and its save/restore.
+MATRIX_DEFAULT=(xen417-1cpu xen417-2cpu xen417-4cpu plain xen420-2cpu
+                xen417-domu-pv xen417-domu-save)
 
 matrix_names() { local s; for s in "${MATRIX_SPECS[@]}"; do echo "${s%%|*}"; done; }
 
@@ -52,18 +63,22 @@ matrix_check_names() {
 # Sets PAYLOAD_61 and PAYLOAD_612 (empty when not needed), and
 # XEN420_ERROR (why the 6.12 payload is missing, if it is). Root.
 matrix_prepare() {
-    local n need61=no need612=no kver kver612
+    local n need61=no need612=no needdomu=no kver kver612
     for n in "$@"; do
         matrix_spec "$n"
         # The 6.12 payload reuses the 6.1 one's static user programs.
         need61=yes
         [[ $M_KMOD == 6.12 ]] && need612=yes
+        [[ ${M_RUN[0]} == domu ]] && needdomu=yes
     done
     PAYLOAD_61='' PAYLOAD_612='' XEN420_ERROR=''
     [[ $need61 == yes ]] || return 0
     # The module must be built for the kernel the machines boot, which need
     # not be the host's own.
     kver=$(vm/setup)
+    if [[ $needdomu == yes ]]; then
+        vm/setup-domu >/dev/null || die "vm/setup-domu failed"
+    fi
     make payload KDIR="/usr/src/linux-headers-$kver" || die "make payload KDIR=/usr/src/linux-headers-$kver failed"
     PAYLOAD_61=build/payload
     [[ $need612 == yes ]] || return 0
@@ -168,12 +183,18 @@ matrix_boot() {
         fi
         matrix_record "$name" pass "machine prepared (setup, module build)"
     fi
-    echo "=== $name: vm/run ${M_RUN[*]} -- $cmd"
+    # A domU machine: vm/run-domu, the payload as the domU's suite.
+    local runner=(vm/run --payload "$payload")
+    if [[ ${M_RUN[0]} == domu ]]; then
+        runner=(vm/run-domu --suite "$payload")
+        M_RUN=("${M_RUN[@]:1}")
+    fi
+    echo "=== $name: ${runner[0]} ${M_RUN[*]} -- $cmd"
     rm -f "$status"
     # "|| rc=": a failing machine is a result, not an error (lib.sh's ERR
     # trap fires on any failing pipeline, set -e or not).
     rc=0
-    vm/run --payload "$payload" --timeout "$timeout" --log "$RUNDIR/$tag.console" \
+    "${runner[@]}" --timeout "$timeout" --log "$RUNDIR/$tag.console" \
         --status-file "$status" "${M_RUN[@]}" -- "$cmd" \
         2> >(tee "$err" >&2) | tee "$out" || rc=${PIPESTATUS[0]}
     matrix_parse "$name" "$out"
@@ -263,8 +284,8 @@ matrix_summary() {
     echo
     echo "=== machines (one row per boot)"
     awk -F'\t' '
-    BEGIN { printf "%-12s %5s %7s %8s %-18s %6s  %s\n", "machine", "exit", "boot s", "total s", "clocksource", "splats", "failure" }
-    { printf "%-12s %5s %7s %8s %-18s %6s  %s\n", $1, $2, $3, $4, $5, $6, $7 }' "$MACHINE_ROWS"
+    BEGIN { printf "%-16s %5s %7s %8s %-18s %6s  %s\n", "machine", "exit", "boot s", "total s", "clocksource", "splats", "failure" }
+    { printf "%-16s %5s %7s %8s %-18s %6s  %s\n", $1, $2, $3, $4, $5, $6, $7 }' "$MACHINE_ROWS"
     if [[ ${MATRIX_FIGURES:-1} == 1 ]]; then
         echo
         echo "=== figures (from the guest output)"

@@ -99,7 +99,10 @@ run_t jumps
 # pm_test "core" runs the whole suspend path -- freezing, devices, the other
 # CPUs offline, syscore suspend -- and resumes instead of sleeping.
 r0=$(cat $sys/resumes)
-if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test; then
+# "mem" must mean S3 ("deep"): a Xen domU offers only s2idle there, where
+# pm_test is refused and the syscore hooks never run.
+if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test &&
+   { [ ! -e /sys/power/mem_sleep ] || grep -qw deep /sys/power/mem_sleep; }; then
 	echo core > /sys/power/pm_test
 	echo mem > /sys/power/state
 	rc=$?
@@ -113,9 +116,9 @@ if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test; then
 	"$T" wait-mode 1 10 | sed 's/^/# /'
 	check "suspend: per-cpu mode again after resume" [ "$(cat $sys/mode)" = percpu ]
 else
-	echo "ok - suspend: S3 test cycle # SKIP no mem sleep state or pm_test"
+	echo "ok - suspend: S3 test cycle (pm_test=core) completes # SKIP no S3 here (mem_sleep: $(cat /sys/power/mem_sleep 2>/dev/null || echo none); pm_test: $(cat /sys/power/pm_test 2>/dev/null || echo none))"
 fi
-echo "ok - suspend: Xen save/restore # SKIP dom0 cannot be saved; no toolstack or domU in the test machine"
+echo "ok - suspend: Xen save/restore # SKIP driven by dom0's toolstack: the xen417-domu-save machine (xl save + restore of a domU under a reader)"
 pvread-status -w 5 | sed 's/^/# /'
 check "kmod: rmmod pvread" rmmod pvread
 
