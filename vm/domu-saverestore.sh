@@ -24,7 +24,7 @@ echo "# before: registered $(cat $sys/registered), mode $(cat $sys/mode), resume
 echo "# records before:"; pvread-status | sed -n '/^cpu /,$p' | sed 's/^/#   /'
 
 # The reader runs across the save/restore; its own KTAP lines are the checks.
-pvread_test --stress "$stress" >/tmp/stress.out 2>&1 &
+pvread_test --stress "$stress" --module ./pvread.ko >/tmp/stress.out 2>&1 &
 reader=$!
 i=0
 while [ "$(cat $sys/resumes)" = "$r0" ] && [ $i -lt "$wait_s" ]; do
