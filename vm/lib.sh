@@ -41,3 +41,33 @@ vm_kver() {
     [[ -s $f ]] || die "no $f: run vm/setup (as root) first"
     cat "$f"
 }
+
+# vm_initrd BASE OUT COMMAND CLOCKSOURCE [SRC...]: a test machine's initrd:
+# the cached base archive (vm/mkinitramfs) followed by a small one holding,
+# at /opt/pvread, each SRC (a directory's contents, or a file), COMMAND in
+# .cmd, CLOCKSOURCE (if not empty) in .clocksource and a fresh nonce in
+# .nonce, which vm/init prints with its markers; the nonce is left in
+# VM_NONCE. The kernel unpacks concatenated cpio archives in order, and Xen
+# hands the single file on as one module. COMMAND travels in a file, not
+# on the kernel command line: it keeps its quotes, pipes and spaces.
+vm_initrd() {
+    local base=$1 out=$2 cmd=$3 cs=$4 stage src
+    shift 4
+    stage=$(mktemp -d "${TMPDIR:-/tmp}/pvread-initrd.XXXXXX")
+    mkdir -p "$stage/opt/pvread/bin"
+    for src in "$@"; do
+        if [[ -d $src ]]; then
+            cp -a "$src/." "$stage/opt/pvread/"
+        else
+            install -m 0755 "$src" "$stage/opt/pvread/"
+        fi
+    done
+    VM_NONCE=$(od -An -N8 -tx8 /dev/urandom | tr -d ' \n')
+    printf '%s\n' "$cmd" >"$stage/opt/pvread/.cmd"
+    echo "$VM_NONCE" >"$stage/opt/pvread/.nonce"
+    [[ -z $cs ]] || echo "$cs" >"$stage/opt/pvread/.clocksource"
+    (cd "$stage" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort |
+        cpio -o -H newc --owner=0:0 --quiet | gzip -1) >"$out.payload"
+    cat "$base" "$out.payload" >"$out"
+    rm -rf "$stage" "$out.payload"
+}
