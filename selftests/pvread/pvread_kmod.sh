@@ -129,7 +129,7 @@ check "kmod: rmmod pvread" rmmod pvread
 # do-nothing module, with no trend over 600 cycles.  So the verdict is the
 # least-squares slope over samples every 10 cycles after a warm-up, per
 # cycle, against what a real leak would cost: the module's pages are 8 kB
-# a load, its device, sysfs files and per-CPU state 3-5 kB of slab.
+# a load (the limits are below).
 # Free memory is MemFree plus the pages parked on the per-CPU free lists
 # (/proc/zoneinfo "count:"), which MemFree leaves out and which swing by
 # megabytes; slab caches are shrunk first, so that per-CPU partial slabs
