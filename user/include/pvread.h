@@ -12,10 +12,10 @@
  * the first call: the largest deviation from the kernel's clock, in ns, the
  * caller accepts (default 100000; 0 accepts only exact readings).
  *
- * CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW and CLOCK_BOOTTIME never go back
- * within a process, on any thread and any CPU, across fast and slow paths.
- * CLOCK_MONOTONIC_COARSE read through libc is never behind the page's,
- * which the module keeps from stepping back.
+ * CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME and
+ * CLOCK_MONOTONIC_COARSE never go back within a process, on any thread and
+ * any CPU, across fast and slow paths (the kernel's own MONOTONIC_COARSE
+ * can, before Linux 6.15, on NTP frequency changes).
  *
  * All functions are thread-safe and async-signal-safe; the first call maps
  * the device (open, mmap, close) and a signal handler or thread that races

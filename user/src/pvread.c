@@ -309,7 +309,7 @@ static inline bool is_mirrored(clockid_t clock)
 static inline bool never_back(clockid_t clock)
 {
 	return clock == CLOCK_MONOTONIC || clock == CLOCK_MONOTONIC_RAW ||
-	       clock == CLOCK_BOOTTIME;
+	       clock == CLOCK_BOOTTIME || clock == CLOCK_MONOTONIC_COARSE;
 }
 
 /*
@@ -467,38 +467,6 @@ static inline void respect_floor(clockid_t clock, struct timespec *ts)
 	}
 }
 
-/*
- * The module never lets the page's CLOCK_MONOTONIC_COARSE step back, but
- * the kernel's own does on NTP frequency changes before Linux 6.15.  A
- * fallback after fast reads must not return less than the page did, so it
- * answers at least the page's value, which is never behind any fast read.
- */
-static void coarse_not_behind_page(struct timespec *ts)
-{
-	int state = atomic_load_explicit(&map_state, memory_order_acquire);
-	const struct pvread_clock_base *b;
-	const struct pvread_header *h;
-	int64_t sec;
-	uint64_t ns;
-	uint32_t seq;
-
-	if (state != MAP_READY)
-		return;
-	h = the_map.hdr;
-	b = &h->tk.base[CLOCK_MONOTONIC_COARSE];
-	seq = LOAD(h->seq);
-	RMB();
-	sec = LOAD(b->sec);
-	ns = LOAD(b->snsec);
-	RMB();
-	if ((seq & 1) || LOAD(h->seq) != seq || ns >= NSEC_PER_SEC)
-		return;
-	if (sec > ts->tv_sec || (sec == ts->tv_sec && (long)ns > ts->tv_nsec)) {
-		ts->tv_sec = sec;
-		ts->tv_nsec = (long)ns;
-	}
-}
-
 static __attribute__((noinline, cold))
 int slow_clock_gettime(clockid_t clock, struct timespec *ts,
 		       enum pvread_slow_reason why)
@@ -508,10 +476,8 @@ int slow_clock_gettime(clockid_t clock, struct timespec *ts,
 	stats.slow++;
 	stats.slow_by_reason[why]++;
 	ret = libc_clock_gettime(clock, ts);
-	if (!ret && is_mirrored(clock) && never_back(clock))
+	if (!ret && never_back(clock))
 		apply_floor(clock, ts);
-	if (!ret && clock == CLOCK_MONOTONIC_COARSE)
-		coarse_not_behind_page(ts);
 	return ret;
 }
 
@@ -532,6 +498,17 @@ static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 	if (mode == PVREAD_MODE_NONE)
 		return slow_clock_gettime(clock, ts, why);
 	if (!never_back(clock)) {
+		stats.fast++;
+		return 0;
+	}
+	/*
+	 * The kernel's own MONOTONIC_COARSE steps back on NTP frequency
+	 * changes before Linux 6.15; the page's is held, but a fallback
+	 * reads the kernel's.  Its floor moves once a tick, so raising it
+	 * on every read costs no shared writes to speak of.
+	 */
+	if (clock == CLOCK_MONOTONIC_COARSE) {
+		apply_floor(clock, ts);
 		stats.fast++;
 		return 0;
 	}

@@ -411,6 +411,39 @@ static int coarse_fallback_not_behind_page(void)
 	       slow_for(PVREAD_SLOW_MODE) != 1;
 }
 
+/*
+ * The same when the page cannot be read at all: its writer stalled in the
+ * middle of an update, so the fallback has nothing to compare with but
+ * what this process returned before.
+ */
+static int coarse_fallback_writer_stalled(void)
+{
+	struct timespec fast, slow;
+	struct pvread_clock_base *b;
+	uint64_t before;
+	int64_t kernel;
+
+	if (adopt(PVREAD_MODE_STABLE, 0))
+		return 1;
+	b = &page.hdr->tk.base[CLOCK_MONOTONIC_COARSE];
+	kernel = sys_ns(CLOCK_MONOTONIC_COARSE);
+	synthetic_write_begin(&page);
+	/* ahead by more than the library waits for a writer (1-2 s) */
+	b->sec = (kernel + 60 * NSEC_PER_SEC) / NSEC_PER_SEC;
+	b->snsec = (kernel + 60 * NSEC_PER_SEC) % NSEC_PER_SEC;
+	synthetic_write_end(&page);
+	pvread_clock_gettime(CLOCK_MONOTONIC_COARSE, &fast);
+	before = slow_for(PVREAD_SLOW_BUSY);
+	synthetic_write_begin(&page);	/* and no end while we read */
+	pvread_clock_gettime(CLOCK_MONOTONIC_COARSE, &slow);
+	synthetic_write_end(&page);
+	printf("# fast %lld, then via libc with the writer stalled %lld (kernel %lld)\n",
+	       (long long)ns_of(&fast), (long long)ns_of(&slow),
+	       (long long)sys_ns(CLOCK_MONOTONIC_COARSE));
+	return ns_of(&slow) < ns_of(&fast) ||
+	       slow_for(PVREAD_SLOW_BUSY) != before + 1;
+}
+
 static int use_page_errors(void)
 {
 	struct timespec ts;
@@ -472,7 +505,7 @@ static int after_fork(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(11);
+	tap_plan(12);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -490,6 +523,7 @@ int main(void)
 	scenario("error bound above PVREAD_MAX_ERROR_NS: falls back", bound_above_tolerance);
 	scenario("unregistered record: falls back", unregistered_record);
 	scenario("MONOTONIC_COARSE via libc never behind the page", coarse_fallback_not_behind_page);
+	scenario("MONOTONIC_COARSE via libc, writer stalled: never behind", coarse_fallback_writer_stalled);
 	scenario("pvread_use_page: EINVAL, EBUSY", use_page_errors);
 	scenario("other clocks and bad ids: exactly libc's answer", passthrough);
 	scenario("correct in a child after fork()", after_fork);
