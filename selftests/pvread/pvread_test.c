@@ -708,7 +708,11 @@ static void test_stress(double seconds, const char *module)
 	long violations = 0, switches = 0, changes = 0, hotplugs = 0;
 	long unloads = 0, unloads_refused = 0, loads = 0, loads_refused = 0;
 	uint64_t fast = 0, slow = 0, retries = 0, clamped = 0;
+	uint64_t by_reason[PVREAD_SLOW_NR_REASONS] = { 0 };
+	char reasons[256] = "";
 	int64_t worst_dev = 0, worst_warp = 0, t0;
+	size_t used = 0;
+	unsigned int j;
 	struct stress_reader *t;
 	struct timex saved = { 0 }, tx;
 	char hotplug_path[64];
@@ -772,6 +776,8 @@ static void test_stress(double seconds, const char *module)
 		slow += t[i].st.slow;
 		retries += t[i].st.retries;
 		clamped += t[i].st.clamped;
+		for (j = 0; j < PVREAD_SLOW_NR_REASONS; j++)
+			by_reason[j] += t[i].st.slow_by_reason[j];
 		if (t[i].worst_dev > worst_dev)
 			worst_dev = t[i].worst_dev;
 		if (t[i].worst_warp > worst_warp)
@@ -785,9 +791,16 @@ static void test_stress(double seconds, const char *module)
 	if (hot_cpu > 0)
 		write_file(hotplug_path, "1");
 
-	ksft_print_msg("stress: %.1f s, %d readers, %ld reads (%llu fast, %llu fallbacks, %llu retries, %llu raised to the floor), %ld vCPU switches\n",
+	for (j = 0; j < PVREAD_SLOW_NR_REASONS && used < sizeof(reasons); j++)
+		if (by_reason[j])
+			used += snprintf(reasons + used, sizeof(reasons) - used,
+					 "%s%s %llu", used ? ", " : ": ",
+					 pvread_slow_reason_name(j),
+					 (unsigned long long)by_reason[j]);
+	ksft_print_msg("stress: %.1f s, %d readers, %ld reads (%llu fast, %llu fallbacks%s, %llu retries, %llu raised to the floor), %ld vCPU switches\n",
 		       elapsed(t0), nr_cpus, reads, (unsigned long long)fast,
-		       (unsigned long long)slow, (unsigned long long)retries,
+		       (unsigned long long)slow, reasons,
+		       (unsigned long long)retries,
 		       (unsigned long long)clamped, switches);
 	ksft_print_msg("stress: %ld clock changes (settime, adjtimex freq and offset), %ld hotplug cycles of cpu%d, %ld/%ld unloads refused, %ld/%ld reloads refused\n",
 		       changes, hotplugs, hot_cpu, unloads_refused, unloads,
