@@ -3,7 +3,7 @@
 # machine, from the payload vm/domu-payload builds; cwd /opt/pvread).
 #
 #   sh domu.sh [--type pv|pvh] [--mem MB] [--vcpus N] [--timeout SEC]
-#              [--save-restore SEC] [--tsc-mode MODE]
+#              [--save-restore SEC] [--migrate SEC] [--tsc-mode MODE]
 #
 # Brings up Debian's toolstack in the initramfs dom0 (drivers, xenfs,
 # xenstored, xen-init-dom0, xenconsoled logging the guest's console to a
@@ -11,7 +11,9 @@
 # command's output (the lines between the domU's own PVREAD_VM_BEGIN/EXIT
 # markers) and exits with the domU command's status. With --save-restore SEC
 # the domU is saved (xl save) SEC seconds after its command started and
-# restored from the file at once. --tsc-mode sets xl's tsc_mode (default:
+# restored from the file at once; with --migrate SEC it is migrated live to
+# this same host (xl migrate, the receiving xl started by a pipe instead of
+# ssh) SEC seconds after its command started. --tsc-mode sets xl's tsc_mode (default:
 # xl's own, "default", which under QEMU TCG means Xen emulates the TSC for
 # the domU: no invariant TSC). After the domU, Xen's TSC report (debug key
 # s: mode, frequency, emulated rdtsc count) is printed as comments.
@@ -23,7 +25,7 @@
 
 here=$(pwd)
 FAIL=125
-TYPE=pv MEM=256 VCPUS=2 TIMEOUT=1500 SAVE_AT='' TSC_MODE=''
+TYPE=pv MEM=256 VCPUS=2 TIMEOUT=1500 SAVE_AT='' MIGRATE_AT='' TSC_MODE=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--type) TYPE=$2; shift 2 ;;
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
 	--vcpus) VCPUS=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--save-restore) SAVE_AT=$2; shift 2 ;;
+	--migrate) MIGRATE_AT=$2; shift 2 ;;
 	--tsc-mode) TSC_MODE=$2; shift 2 ;;
 	*) echo "domu.sh: unknown argument $1" >&2; exit $FAIL ;;
 	esac
@@ -39,6 +42,7 @@ done
 NAME=pvread-domu
 XENBIN=/usr/lib/xen-4.17/bin
 CONLOG=/var/log/xen/console/guest-$NAME.log
+CONLOGS=$CONLOG		# every log the domU's console went to
 SAVEFILE=/tmp/$NAME.save
 nonce=$(cat "$here/domu/nonce")
 
@@ -51,7 +55,10 @@ show_logs() {
 	tr -d '\r' <"$CONLOG" 2>/dev/null | tail -n 60 | sed 's/^/# domU console | /'
 	say "xl dmesg, last 30 lines:"
 	xl dmesg 2>&1 | tail -n 30 | sed 's/^/# xl dmesg | /'
-	for f in /var/log/xen/xl-$NAME.log /var/log/xen/xenstored.log; do
+	# a migrated domain's console and xl logs are under the names it
+	# had meanwhile (NAME--incoming)
+	for f in /var/log/xen/console/guest-"$NAME"--*.log \
+		 /var/log/xen/xl-"$NAME"*.log /var/log/xen/xenstored.log; do
 		[ -s "$f" ] || continue
 		say "$f, last 20 lines:"
 		tail -n 20 "$f" | sed 's/^/# | /'
@@ -124,10 +131,28 @@ say "domain $(xl domid $NAME 2>/dev/null) created in $(($(now) - t0)) s"
 # ---- 5. follow its console until the exit marker ----
 # Only complete lines are printed (wc -l counts newlines), each once; the
 # lines between the markers are the command's output.
-shown=0 begin="" exit_line="" saved=no
+shown=0 begin="" exit_line="" saved=no migrated=no
+
+# Print $CONLOG's lines after the first $shown; true at the exit marker.
+drain() {
+	lines=$(wc -l <"$CONLOG" 2>/dev/null || echo 0)
+	[ "$lines" -gt "$shown" ] || return 1
+	tr -d '\r' <"$CONLOG" | sed -n "$((shown + 1)),${lines}p" >/tmp/domu-new
+	if grep -q "PVREAD_VM_EXIT=[0-9]* $nonce" /tmp/domu-new; then
+		# the command's last line may lack a newline: keep what precedes
+		sed -n "/PVREAD_VM_EXIT=[0-9]* $nonce/q;p" /tmp/domu-new
+		exit_line=$(grep -o "PVREAD_VM_EXIT=[0-9]* $nonce" /tmp/domu-new | head -n1)
+		pre=$(grep "PVREAD_VM_EXIT=[0-9]* $nonce" /tmp/domu-new | head -n1 | sed 's/PVREAD_VM_EXIT=.*//')
+		[ -z "$pre" ] || echo "$pre"
+		return 0
+	fi
+	cat /tmp/domu-new
+	shown=$lines
+	return 1
+}
+
 deadline=$(($(now) + TIMEOUT))
 while :; do
-	lines=$(wc -l <"$CONLOG" 2>/dev/null || echo 0)
 	if [ -z "$begin" ]; then
 		begin=$(tr -d '\r' <"$CONLOG" 2>/dev/null | grep -n "PVREAD_VM_BEGIN $nonce" | head -n1 | cut -d: -f1)
 		if [ -n "$begin" ]; then
@@ -142,19 +167,7 @@ while :; do
 				tail -n 4 | sed 's/^/# domu.sh: xen: /'
 		fi
 	fi
-	if [ -n "$begin" ] && [ "$lines" -gt "$shown" ]; then
-		tr -d '\r' <"$CONLOG" | sed -n "$((shown + 1)),${lines}p" >/tmp/domu-new
-		if grep -q "PVREAD_VM_EXIT=[0-9]* $nonce" /tmp/domu-new; then
-			# the command's last line may lack a newline: keep what precedes
-			sed -n "/PVREAD_VM_EXIT=[0-9]* $nonce/q;p" /tmp/domu-new
-			exit_line=$(grep -o "PVREAD_VM_EXIT=[0-9]* $nonce" /tmp/domu-new | head -n1)
-			pre=$(grep "PVREAD_VM_EXIT=[0-9]* $nonce" /tmp/domu-new | head -n1 | sed 's/PVREAD_VM_EXIT=.*//')
-			[ -z "$pre" ] || echo "$pre"
-			break
-		fi
-		cat /tmp/domu-new
-		shown=$lines
-	fi
+	[ -n "$begin" ] && drain && break
 	if [ -n "$SAVE_AT" ] && [ -n "$begin" ] && [ $saved = no ] &&
 	   [ $(($(now) - cmd_t0)) -ge "$SAVE_AT" ]; then
 		saved=yes
@@ -168,6 +181,28 @@ while :; do
 			{ cat /var/log/xen/xl-restore.log; fail "xl restore failed"; }
 		say "restored in $(($(now) - t1)) s as domain $(xl domid $NAME 2>/dev/null)"
 		rm -f $SAVEFILE
+	fi
+	if [ -n "$MIGRATE_AT" ] && [ -n "$begin" ] && [ $migrated = no ] &&
+	   [ $(($(now) - cmd_t0)) -ge "$MIGRATE_AT" ]; then
+		migrated=yes
+		# -s "": xl runs the "host" string itself in place of
+		# "ssh host xl migrate-receive"; that receiver stays in the
+		# background to see the domain's end, as xl create's does.
+		say "xl migrate $NAME to this host (domain $(xl domid $NAME 2>/dev/null))"
+		t1=$(now)
+		xl migrate -s "" $NAME "xl migrate-receive" \
+			>/var/log/xen/xl-migrate.log 2>&1 ||
+			{ cat /var/log/xen/xl-migrate.log; fail "xl migrate failed"; }
+		say "migrated in $(($(now) - t1)) s, now domain $(xl domid $NAME 2>/dev/null)"
+		# xenconsoled names the log after the domain's name at its
+		# creation: the receiving end was NAME--incoming then.  What
+		# the domain printed before it left comes first.
+		drain && break
+		CONLOG=/var/log/xen/console/guest-$NAME--incoming.log
+		CONLOGS="$CONLOGS $CONLOG"
+		shown=0
+		grep -iE 'migration|transfer|error' /var/log/xen/xl-migrate.log |
+			tail -n 4 | sed 's/^/# domu.sh: xl: /'
 	fi
 	if ! xl domid $NAME >/dev/null 2>&1; then
 		# gone: one more look at the log in case the marker came last
@@ -205,11 +240,13 @@ while xl domid $NAME >/dev/null 2>&1; do
 	sleep 1
 done
 # Kernel splats in the domU, as vm/run scans dom0's console.
-splats=$(tr -d '\r' <"$CONLOG" | grep -aE '^ *\[ *[0-9]+\.[0-9]+\]' |
+# shellcheck disable=SC2086 # a list of paths without blanks
+splats=$(cat $CONLOGS | tr -d '\r' | grep -aE '^ *\[ *[0-9]+\.[0-9]+\]' |
 	grep -acE 'Oops|BUG:|WARNING:|general protection fault|Call Trace:|refcount_t:')
 if [ "$splats" -ne 0 ]; then
 	say "warning: the domU console shows $splats oops/BUG/WARNING lines:"
-	tr -d '\r' <"$CONLOG" | grep -aE 'Oops|BUG:|WARNING:|general protection fault|Call Trace:|refcount_t:' |
+	# shellcheck disable=SC2086
+	cat $CONLOGS | tr -d '\r' | grep -aE 'Oops|BUG:|WARNING:|general protection fault|Call Trace:|refcount_t:' |
 		head -n 20 | sed 's/^/# domU console | /'
 fi
 say "domU gone; exit $rc"

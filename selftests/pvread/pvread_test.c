@@ -561,6 +561,8 @@ struct stress_reader {
 };
 
 static atomic_bool stress_stop;
+/* The guest is suspended meanwhile (save/restore, migration): see below. */
+static bool stress_suspends;
 static atomic_long stress_reads;
 static int stress_fd = -1;
 
@@ -708,7 +710,7 @@ static void test_stress(double seconds, const char *module)
 	long violations = 0, switches = 0, changes = 0, hotplugs = 0;
 	long unloads = 0, unloads_refused = 0, loads = 0, loads_refused = 0;
 	uint64_t fast = 0, slow = 0, retries = 0, clamped = 0;
-	uint64_t by_reason[PVREAD_SLOW_NR_REASONS] = { 0 };
+	uint64_t by_reason[PVREAD_SLOW_NR_REASONS] = { 0 }, excused;
 	char reasons[256] = "";
 	int64_t worst_dev = 0, worst_warp = 0, t0;
 	size_t used = 0;
@@ -809,11 +811,18 @@ static void test_stress(double seconds, const char *module)
 		       backwards, sampled, beyond, (long long)worst_dev,
 		       (long long)worst_warp, checked, violations);
 	ksft_test_result(reads >= STRESS_MIN_READS, "stress: %ld reads\n", reads);
-	/* The tolerance is raised: the fast path is what is under stress. */
-	ksft_test_result(fast && slow * 100 <= fast,
-			 "stress: reads answered from the page (%llu of %llu via libc, limit 1%%)\n",
-			 (unsigned long long)slow,
-			 (unsigned long long)(fast + slow));
+	/*
+	 * The tolerance is raised: the fast path is what is under stress.
+	 * Across a suspend the page says "mode none" until the records are
+	 * back and the bound has its warm-up history again: by design, and
+	 * seconds long, so those are not held against the 1%.
+	 */
+	excused = stress_suspends ? by_reason[PVREAD_SLOW_MODE] : 0;
+	ksft_test_result(fast && (slow - excused) * 100 <= fast,
+			 "stress: reads answered from the page (%llu of %llu via libc, limit 1%%; %llu more while the page said to across suspends)\n",
+			 (unsigned long long)(slow - excused),
+			 (unsigned long long)(fast + slow),
+			 (unsigned long long)excused);
 	ksft_test_result(!backwards, "stress: no backward step\n");
 	ksft_test_result(!beyond && sampled, "stress: no read beyond the bound\n");
 	ksft_test_result(!violations && checked, "stress: exact per vCPU\n");
@@ -842,7 +851,7 @@ static bool xen_guest(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: pvread_test --xen|--plain [--reads N] [--seconds S]\n"
-		"       pvread_test --stress S [--module PATH]\n");
+		"       pvread_test --stress S [--module PATH] [--suspends]\n");
 	exit(KSFT_FAIL);
 }
 
@@ -855,6 +864,7 @@ int main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "stress", required_argument, NULL, 'S' },
 		{ "module", required_argument, NULL, 'm' },
+		{ "suspends", no_argument, NULL, 'u' },
 		{ }
 	};
 	int opt, machine = 0, i;
@@ -880,6 +890,9 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 			module = optarg;
+			break;
+		case 'u':
+			stress_suspends = true;
 			break;
 		default:
 			usage();
