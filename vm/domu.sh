@@ -3,7 +3,8 @@
 # machine, from the payload vm/domu-payload builds; cwd /opt/pvread).
 #
 #   sh domu.sh [--type pv|pvh] [--mem MB] [--vcpus N] [--timeout SEC]
-#              [--save-restore SEC] [--migrate SEC] [--tsc-mode MODE]
+#              [--save-restore SEC [--tsc-khz KHZ]] [--migrate SEC]
+#              [--tsc-mode MODE]
 #
 # Brings up Debian's toolstack in the initramfs dom0 (drivers, xenfs,
 # xenstored, xen-init-dom0, xenconsoled logging the guest's console to a
@@ -11,7 +12,8 @@
 # command's output (the lines between the domU's own PVREAD_VM_BEGIN/EXIT
 # markers) and exits with the domU command's status. With --save-restore SEC
 # the domU is saved (xl save) SEC seconds after its command started and
-# restored from the file at once; with --migrate SEC it is migrated live to
+# restored from the file at once -- with --tsc-khz KHZ, as if on a host whose
+# TSC runs at KHZ (xl-tsc-khz edits the image); with --migrate SEC it is migrated live to
 # this same host (xl migrate, the receiving xl started by a pipe instead of
 # ssh) SEC seconds after its command started. --tsc-mode sets xl's tsc_mode (default:
 # xl's own, "default", which under QEMU TCG means Xen emulates the TSC for
@@ -25,7 +27,7 @@
 
 here=$(pwd)
 FAIL=125
-TYPE=pv MEM=256 VCPUS=2 TIMEOUT=1500 SAVE_AT='' MIGRATE_AT='' TSC_MODE=''
+TYPE=pv MEM=256 VCPUS=2 TIMEOUT=1500 SAVE_AT='' MIGRATE_AT='' TSC_MODE='' TSC_KHZ=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--type) TYPE=$2; shift 2 ;;
@@ -34,6 +36,7 @@ while [ $# -gt 0 ]; do
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--save-restore) SAVE_AT=$2; shift 2 ;;
 	--migrate) MIGRATE_AT=$2; shift 2 ;;
+	--tsc-khz) TSC_KHZ=$2; shift 2 ;;
 	--tsc-mode) TSC_MODE=$2; shift 2 ;;
 	*) echo "domu.sh: unknown argument $1" >&2; exit $FAIL ;;
 	esac
@@ -171,15 +174,33 @@ while :; do
 	if [ -n "$SAVE_AT" ] && [ -n "$begin" ] && [ $saved = no ] &&
 	   [ $(($(now) - cmd_t0)) -ge "$SAVE_AT" ]; then
 		saved=yes
-		say "xl save $NAME $SAVEFILE"
+		# the domain's TSC as Xen has it: mode, khz
+		domid=$(xl domid $NAME)
+		xl debug-keys s >/dev/null 2>&1
+		tscinfo=$(xl dmesg | tr -d '\r' |
+			grep -oE "dom${domid}(\(hvm\))?: mode=[0-9]+,ofs=[^,]*,khz=[0-9]+" | tail -n 1)
+		say "xl save $NAME $SAVEFILE (xen: ${tscinfo:-no TSC report})"
 		t1=$(now)
 		xl save $NAME $SAVEFILE >/var/log/xen/xl-save.log 2>&1 ||
 			{ cat /var/log/xen/xl-save.log; fail "xl save failed"; }
 		say "saved in $(($(now) - t1)) s ($(du -k $SAVEFILE | cut -f1) KiB); xl restore"
+		if [ -n "$TSC_KHZ" ]; then
+			[ -n "$tscinfo" ] ||
+				fail "no TSC frequency from xl debug-keys s for domain $domid"
+			"$here/xl-tsc-khz" $SAVEFILE "${tscinfo##*khz=}" "$TSC_KHZ" \
+				>/tmp/xl-tsc-khz.out 2>&1
+			rc=$?
+			sed 's/^/# domu.sh: /' /tmp/xl-tsc-khz.out
+			[ $rc -eq 0 ] || fail "xl-tsc-khz could not set $TSC_KHZ kHz"
+		fi
 		t1=$(now)
 		xl restore $SAVEFILE >/var/log/xen/xl-restore.log 2>&1 ||
 			{ cat /var/log/xen/xl-restore.log; fail "xl restore failed"; }
-		say "restored in $(($(now) - t1)) s as domain $(xl domid $NAME 2>/dev/null)"
+		domid=$(xl domid $NAME 2>/dev/null)
+		say "restored in $(($(now) - t1)) s as domain $domid"
+		xl debug-keys s >/dev/null 2>&1 &&
+			xl dmesg | tr -d '\r' | grep -oE "dom${domid}(\(hvm\))?: mode=.*" | tail -n 1 |
+			sed 's/^/# domu.sh: xen: /'
 		rm -f $SAVEFILE
 	fi
 	if [ -n "$MIGRATE_AT" ] && [ -n "$begin" ] && [ $migrated = no ] &&

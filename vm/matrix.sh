@@ -31,12 +31,16 @@ MATRIX_SPECS=(
     # domU; Debian builds Xen without shadow paging, which a PV domU
     # would need. xl save + restore at 15 s, xl migrate at 35 s.
     "xen417-domu-migrate|domu --tsc-mode native --type pvh --cpu qemu64,+rdtscp,+svm,+npt --save-restore 15 --migrate 35|domu-saverestore.sh 60 150 2|6.1"
+    # Restored as if on another host: the image's TSC frequency set to
+    # 1.5 GHz (xl-tsc-khz), which Xen's default tsc_mode then emulates.
+    "xen417-domu-tscfreq|domu --save-restore 20 --tsc-khz 1500000|domu-saverestore.sh 60 150 1 new-scale|6.1"
 )
 # The default run (CI): every vCPU count on the first generation, the plain
-# guest, the second generation with 2 vCPUs, a PV domU and its save/restore,
-# a PVH domU saved, restored and migrated.
+# guest, the second generation with 2 vCPUs, a PV domU and its save/restore
+# (also onto another TSC frequency), a PVH domU saved, restored and migrated.
 MATRIX_DEFAULT=(xen417-1cpu xen417-2cpu xen417-4cpu plain xen420-2cpu
-                xen417-domu-pv xen417-domu-save xen417-domu-migrate)
+                xen417-domu-pv xen417-domu-save xen417-domu-migrate
+                xen417-domu-tscfreq)
 
 matrix_names() { local s; for s in "${MATRIX_SPECS[@]}"; do echo "${s%%|*}"; done; }
 
