@@ -81,6 +81,19 @@ static struct {
 	u64 window_sec[PVREAD_WINDOW_SEC];
 	u64 first_sec;
 	bool have_first;
+
+	/*
+	 * Readers' per-process floors may hold a value as far ahead of the
+	 * kernel as the bound allowed before a suspend, and CLOCK_MONOTONIC
+	 * stands still while the guest is away: the bound published after a
+	 * resume stays at least @carry_ns until the kernel's CLOCK_MONOTONIC
+	 * has moved that far past the resume (@carry_until; 0 until the first
+	 * update after the resume, which is the timekeeper's own).
+	 */
+	u64 carry_ns;
+	u64 carry_until;
+	u64 carry_at_suspend;		/* the bound readers last had */
+	u64 last_sec;			/* now_sec of the last update */
 } pv;
 
 static struct pvread_record *pvread_record(unsigned int cpu)
@@ -352,22 +365,50 @@ static u64 pvread_spread(struct clocksource *cs)
 	return spread;
 }
 
-static u64 pvread_window_bound(u64 now_sec, u64 spread)
+/* The bound the window gives at @now_sec. */
+static u64 pvread_window_worst_bound(u64 now_sec)
 {
-	unsigned int i = now_sec % PVREAD_WINDOW_SEC;
+	unsigned int i;
 	u64 worst = 0;
 
-	if (pv.window_sec[i] != now_sec) {
-		pv.window_sec[i] = now_sec;
-		pv.window[i] = 0;
-	}
-	pv.window[i] = max(pv.window[i], spread);
 	for (i = 0; i < PVREAD_WINDOW_SEC; i++)
 		if (pv.window_sec[i] + PVREAD_WINDOW_SEC > now_sec)
 			worst = max(worst, pv.window[i]);
 	if (worst > (U64_MAX - PVREAD_BOUND_SLACK_NS) / 2)
 		return U64_MAX;
 	return 2 * worst + PVREAD_BOUND_SLACK_NS;
+}
+
+static u64 pvread_window_bound(u64 now_sec, u64 spread)
+{
+	unsigned int i = now_sec % PVREAD_WINDOW_SEC;
+
+	if (pv.window_sec[i] != now_sec) {
+		pv.window_sec[i] = now_sec;
+		pv.window[i] = 0;
+	}
+	pv.window[i] = max(pv.window[i], spread);
+	return pvread_window_worst_bound(now_sec);
+}
+
+/* @bound, raised to what a resume carried over while that lasts. */
+static u64 pvread_carried_bound(const struct timekeeper *tk, u64 bound)
+{
+	u64 mono;
+
+	if (!pv.carry_ns)
+		return bound;
+	mono = (u64)(tk->xtime_sec + tk->wall_to_monotonic.tv_sec) *
+	       NSEC_PER_SEC + (tk->tkr_mono.xtime_nsec >> tk->tkr_mono.shift) +
+	       tk->wall_to_monotonic.tv_nsec;
+	if (!pv.carry_until)
+		pv.carry_until = mono + pv.carry_ns;
+	if (mono >= pv.carry_until) {
+		pv.carry_ns = 0;
+		pv.carry_until = 0;
+		return bound;
+	}
+	return max(bound, pv.carry_ns);
 }
 
 static void pvread_set_base(struct pvread_clock_base *b, u64 sec, u64 snsec,
@@ -467,6 +508,7 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	if (xen) {
 		spread = pvread_spread(cs);
 		now_sec = tk->tkr_mono.cycle_last / NSEC_PER_SEC;
+		pv.last_sec = now_sec;
 		if (!pv.have_first) {
 			pv.first_sec = now_sec;
 			pv.have_first = true;
@@ -479,6 +521,8 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 		pvread_restart_window();
 	}
 	pv.xen_clocksource = xen;
+	if (bound != U64_MAX)
+		bound = pvread_carried_bound(tk, bound);
 	pv.ready = ready;
 	pv.last_update_ns = ktime_get_mono_fast_ns();
 
@@ -723,13 +767,24 @@ static struct miscdevice pvread_misc = {
  * So: at suspend publish mode none; at resume register every area that was
  * registered again (Xen accepts it for any vCPU of the domain, and a second
  * registration of the same area is harmless), start the bound's history
- * afresh, and have a work item check TSC_AUX on every CPU before the page
+ * afresh but carry its worst over until readers' floors cannot be ahead by
+ * more (see carry_ns), and have a work item check TSC_AUX on every CPU before the page
  * says per-CPU again.  The syscore hooks rather than a PM notifier, since
  * Xen's own suspend path calls no PM notifier.
  */
 static int pvread_syscore_suspend(void)
 {
+	u64 bound;
+
 	raw_spin_lock(&pv.lock);
+	/*
+	 * What readers' floors may be ahead by: the bound over the window
+	 * as it is now.  Not later: the updates of the suspend itself see
+	 * records half rewritten (seconds apart), and nobody reads fast
+	 * then.
+	 */
+	bound = pv.have_first ? pvread_window_worst_bound(pv.last_sec) : 0;
+	pv.carry_at_suspend = bound == U64_MAX ? 0 : bound;
 	pv.suspended = true;
 	pvread_republish();
 	raw_spin_unlock(&pv.lock);
@@ -750,6 +805,8 @@ static void pvread_syscore_resume(void)
 		}
 	}
 	cpumask_and(pv.tsc_aux_ok, pv.tsc_aux_ok, cpumask_of(self));
+	pv.carry_ns = max(pv.carry_ns, pv.carry_at_suspend);
+	pv.carry_until = 0;
 	pvread_restart_window();
 	pv.ready = false;
 	pv.suspended = false;
