@@ -20,6 +20,7 @@
 #include <linux/module.h>
 #include <linux/pvclock_gtod.h>
 #include <linux/spinlock.h>
+#include <linux/stop_machine.h>
 #include <linux/syscore_ops.h>
 #include <linux/sysfs.h>
 #include <linux/timekeeper_internal.h>
@@ -28,6 +29,7 @@
 #include <asm/msr.h>
 #include <asm/pvclock.h>
 #include <asm/xen/hypercall.h>
+#include <asm/xen/hypervisor.h>
 #include <xen/interface/vcpu.h>
 #include <xen/xen.h>
 #include <xen/xen-ops.h>
@@ -50,6 +52,52 @@ static_assert(sizeof(struct pvread_header) <= PAGE_SIZE);
 #define PVREAD_WARMUP_SEC	2
 #define PVREAD_BOUND_SLACK_NS	1000
 
+/*
+ * The line (PVREAD_MODE_LINE).  Each timekeeping update re-anchors it where
+ * the previous one stands and aims it at the kernel's clock one horizon
+ * later, its rate kept within MAX_SLEW of the records' (as NTP's slew is
+ * limited), so it never steps and follows the kernel smoothly.  A reader
+ * may still be on the old line for a moment after the anchor (its rdtsc
+ * may run late, its TSC may be a little ahead of ours): the new line starts
+ * high enough to stay above the old one for GUARD_NS.  SPAN_NS: how long a
+ * line may be read without an update (ticks stop on idle CPUs; a CPU
+ * running a reader ticks).
+ */
+#define PVREAD_LINE_HORIZON_NS	NSEC_PER_SEC
+#define PVREAD_LINE_MAX_SLEW_PPM	1000
+#define PVREAD_LINE_GUARD_NS	20000
+#define PVREAD_LINE_SPAN_NS	(NSEC_PER_SEC / 2)
+#define PVREAD_WARP_LOOPS	5000
+
+static bool line = true;
+module_param(line, bool, 0444);
+MODULE_PARM_DESC(line, "Publish one clock line for every vCPU when the TSC allows (default 1; 0: per-CPU records only)");
+
+static bool tsc_reliable;
+module_param(tsc_reliable, bool, 0444);
+MODULE_PARM_DESC(tsc_reliable, "Take the TSC as one across vCPUs even where Xen does not say so; the warp check still runs (default 0)");
+
+static int test_tsc_skew;
+module_param(test_tsc_skew, int, 0644);
+MODULE_PARM_DESC(test_tsc_skew, "For tests: TSC ticks the warp check adds on the last online CPU");
+
+/* One rate of the line: MONOTONIC's, or MONOTONIC_RAW's. */
+struct pvread_run {
+	u32 mul;		/* as published: ns per tick << (32 - shift) */
+	u8 shift;
+	s64 ns;			/* the value at the anchor: ns + frac / 2^32 */
+	u32 frac;
+};
+
+struct pvread_line_state {
+	u64 tsc;		/* the anchor */
+	u64 span;
+	u64 guard;		/* PVREAD_LINE_GUARD_NS in ticks */
+	struct pvread_run mono, raw;
+	bool exists;		/* a line was published since load */
+	bool live;		/* readers may use it now */
+};
+
 struct pvread_cpu {
 	u64 saved_tsc_aux;
 	bool wrote_tsc_aux;
@@ -64,6 +112,7 @@ static struct {
 	struct pvread_cpu *cpus;
 	enum cpuhp_state hp_state;
 	bool cpu0_owned_by_kernel;
+	bool has_rdtscp;		/* per-CPU mode needs it, line mode not */
 
 	raw_spinlock_t lock;		/* header writes, everything below */
 	cpumask_var_t registered;
@@ -94,6 +143,13 @@ static struct {
 	u64 carry_until;
 	u64 carry_at_suspend;		/* the bound readers last had */
 	u64 last_sec;			/* now_sec of the last update */
+
+	/* the line, and whether the TSC allows it */
+	struct pvread_line_state ln;
+	bool tsc_checked;		/* the warp check has run since load/resume */
+	u64 tsc_warp;			/* what it saw, ticks */
+	u32 xen_tsc_flags, xen_tsc_mode, xen_tsc_khz;
+	struct work_struct check_work;	/* warp check after a resume or online */
 } pv;
 
 static struct pvread_record *pvread_record(unsigned int cpu)
@@ -133,6 +189,55 @@ static bool pvread_all_stable(void)
 	return true;
 }
 
+/* Does Xen, or the administrator, vouch for one TSC across vCPUs? */
+static bool pvread_tsc_vouched(void)
+{
+	return tsc_reliable ||
+	       (pv.xen_tsc_flags & (PVREAD_FLAG_TSC_EMULATED |
+				    PVREAD_FLAG_HOST_TSC_RELIABLE));
+}
+
+/* Why the line may not be used now, or PVREAD_LINE_ACTIVE; pv.lock held. */
+static u32 pvread_line_state(u32 flags)
+{
+	if (!line)
+		return PVREAD_LINE_OFF;
+	if ((flags & PVREAD_FLAG_TSC_STABLE) && pv.cpu0_owned_by_kernel)
+		return PVREAD_LINE_STABLE;
+	if (!pvread_tsc_vouched())
+		return PVREAD_LINE_UNVOUCHED;
+	if (!pv.tsc_checked)
+		return PVREAD_LINE_UNCHECKED;
+	if (pv.tsc_warp)
+		return PVREAD_LINE_WARP;
+	if (!pv.ready || pv.suspended || !pv.xen_clocksource ||
+	    !cpumask_weight(pv.registered))
+		return PVREAD_LINE_WAITING;
+	return PVREAD_LINE_ACTIVE;
+}
+
+/*
+ * The line stops here: readers that fall back afterwards keep their
+ * readings at or above its value at the TSC now (a little later, for a
+ * reader whose rdtsc ran late), never above where it could still have been
+ * read.  The next line starts above that.  pv.lock held, header open.
+ */
+static void pvread_line_end(struct pvread_header *h)
+{
+	u64 now, span;
+
+	if (!pv.ln.live)
+		return;
+	pv.ln.live = false;
+	/* As in pvread_line_anchor(): readers that saw seq even are done. */
+	smp_mb();
+	now = rdtsc_ordered();
+	span = (s64)(now - pv.ln.tsc) > 0 ? now - pv.ln.tsc : 0;
+	span += pv.ln.guard;
+	pv.ln.span = min(max(span, 1ULL), pv.ln.span);
+	h->line.tsc_span = pv.ln.span;
+}
+
 /*
  * Flags and mode from the state of everything; pv.lock held, header open.
  *
@@ -146,15 +251,18 @@ static bool pvread_all_stable(void)
  * record, the lowest-numbered CPU's, in stable_record, for every CPU; no
  * TSC_AUX is needed.  Without the kernel's trust in the bit (it appeared
  * after boot, or the vDSO could not register) the kernel still hides the
- * records' disagreement behind last_value, and the page stays per-CPU.
+ * records' disagreement behind last_value, and the page is line or per-CPU.
  * With a single vCPU whose area the kernel owns nothing is registered and
  * the mode is none; the kernel's vDSO is fast there anyway.
+ *
+ * Line mode needs a line the last timekeeping update anchored (only the
+ * notifier starts one); per-CPU mode is the fallback where the TSC cannot
+ * be trusted across vCPUs, or line=0.
  */
-static void pvread_publish(struct pvread_header *h)
+static u32 pvread_flags(void)
 {
-	u32 flags = 0;
+	u32 flags = pv.xen_tsc_flags;
 
-	h->nr_registered = cpumask_weight(pv.registered);
 	if (cpumask_subset(pv.prepared, pv.tsc_aux_ok))
 		flags |= PVREAD_FLAG_TSC_AUX;
 	if (pv.cpu0_owned_by_kernel)
@@ -163,15 +271,29 @@ static void pvread_publish(struct pvread_header *h)
 		flags |= PVREAD_FLAG_XEN_CLOCKSOURCE;
 	if (pv.xen_clocksource && pvread_all_stable())
 		flags |= PVREAD_FLAG_TSC_STABLE;
+	return flags;
+}
+
+static void pvread_publish(struct pvread_header *h)
+{
+	u32 flags = pvread_flags();
+
+	h->nr_registered = cpumask_weight(pv.registered);
 	h->flags = flags;
+	h->line_state = pvread_line_state(flags);
+	h->tsc_warp = pv.tsc_warp;
 	h->mode = PVREAD_MODE_NONE;
 	h->stable_record = 0;
+	if (h->line_state != PVREAD_LINE_ACTIVE)
+		pvread_line_end(h);
 	if (!pv.ready || pv.suspended || !pv.xen_clocksource ||
 	    !h->nr_registered)
 		return;
 	if ((flags & PVREAD_FLAG_TSC_STABLE) && pv.cpu0_owned_by_kernel) {
 		h->stable_record = cpumask_first(pv.registered);
 		h->mode = PVREAD_MODE_STABLE;
+	} else if (h->line_state == PVREAD_LINE_ACTIVE && pv.ln.live) {
+		h->mode = PVREAD_MODE_LINE;
 	} else if (flags & PVREAD_FLAG_TSC_AUX) {
 		h->mode = PVREAD_MODE_PERCPU;
 	}
@@ -203,7 +325,7 @@ static void pvread_setup_tsc_aux(unsigned int cpu, struct pvread_cpu *pc)
 	u64 want = ((u64)cpu_to_node(cpu) << 12) | cpu;
 
 	cpumask_clear_cpu(cpu, pv.tsc_aux_ok);
-	if (cpu > PVREAD_TSC_AUX_CPU_MASK)
+	if (!pv.has_rdtscp || cpu > PVREAD_TSC_AUX_CPU_MASK)
 		return;
 	if ((pvread_read_tsc_aux() & PVREAD_TSC_AUX_CPU_MASK) != cpu) {
 		/* Keep what was there before the module, for the offline. */
@@ -267,6 +389,8 @@ static int pvread_cpu_online(unsigned int cpu)
 	}
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+	/* One more vCPU to agree on the TSC with: check it (at load, too). */
+	schedule_work(&pv.check_work);
 	return 0;
 }
 
@@ -324,29 +448,54 @@ static bool pvread_eval(unsigned int cpu, u64 tsc, u64 *cycles)
 	return false;
 }
 
+/* One look at the records and the kernel's clocksource, between t0 and t1. */
+struct pvread_meas {
+	u64 t0, t1;		/* TSC before and after */
+	u64 k;			/* the kernel's clocksource read in between */
+	u64 lo, hi;		/* lowest and highest of k and every record */
+	u64 rate;		/* this CPU's record: ns per tick << 32 */
+	u64 rate_lo, rate_hi;	/* of all registered records */
+};
+
+static u64 pvread_pvti_rate(const struct pvclock_vcpu_time_info *p)
+{
+	u64 mul = READ_ONCE(p->tsc_to_system_mul);
+	s8 shift = READ_ONCE(p->tsc_shift);
+
+	return shift >= 0 ? mul << shift : mul >> -shift;
+}
+
 /*
  * How far apart are the registered records and the kernel's own clocksource
- * read, right now?  U64_MAX when that cannot be told.
+ * read, right now?  False when that cannot be told.
  */
-static u64 pvread_spread_once(struct clocksource *cs)
+static bool pvread_measure_once(struct clocksource *cs, struct pvread_meas *m)
 {
-	u64 t0, t1, kernel, c, lo, hi;
-	unsigned int cpu;
+	unsigned int cpu, self = smp_processor_id();
+	u64 c, rate;
 
-	t0 = rdtsc_ordered();
-	kernel = cs->read(cs);
-	t1 = rdtsc_ordered();
-	lo = kernel;
-	hi = kernel;
+	m->t0 = rdtsc_ordered();
+	m->k = cs->read(cs);
+	m->t1 = rdtsc_ordered();
+	m->lo = m->k;
+	m->hi = m->k;
+	m->rate = 0;
+	m->rate_lo = U64_MAX;
+	m->rate_hi = 0;
 	for_each_cpu(cpu, pv.registered) {
-		if (!pvread_eval(cpu, t0, &c))
-			return U64_MAX;
-		lo = min(lo, c);
-		if (!pvread_eval(cpu, t1, &c))
-			return U64_MAX;
-		hi = max(hi, c);
+		if (!pvread_eval(cpu, m->t0, &c))
+			return false;
+		m->lo = min(m->lo, c);
+		if (!pvread_eval(cpu, m->t1, &c))
+			return false;
+		m->hi = max(m->hi, c);
+		rate = pvread_pvti_rate(pvread_pvti(cpu));
+		m->rate_lo = min(m->rate_lo, rate);
+		m->rate_hi = max(m->rate_hi, rate);
+		if (cpu == self || !m->rate)
+			m->rate = rate;
 	}
-	return hi - lo;
+	return m->rate != 0;
 }
 
 /*
@@ -355,14 +504,257 @@ static u64 pvread_spread_once(struct clocksource *cs)
  * than leave the page without a bound, every reader on the syscall, for a
  * whole tick.
  */
-static u64 pvread_spread(struct clocksource *cs)
+static bool pvread_measure(struct clocksource *cs, struct pvread_meas *m)
 {
 	unsigned int attempt;
-	u64 spread = U64_MAX;
 
-	for (attempt = 0; attempt < 4 && spread == U64_MAX; attempt++)
-		spread = pvread_spread_once(cs);
-	return spread;
+	for (attempt = 0; attempt < 4; attempt++)
+		if (pvread_measure_once(cs, m))
+			return true;
+	return false;
+}
+
+/* The kernel's CLOCK_MONOTONIC at clocksource value @c, as it would say. */
+static s64 pvread_tk_mono_ns(const struct timekeeper *tk, u64 c)
+{
+	const struct tk_read_base *r = &tk->tkr_mono;
+	s64 d = clamp_t(s64, c - r->cycle_last, -(s64)r->clock->max_cycles,
+			(s64)r->clock->max_cycles);
+	s64 ns = (tk->xtime_sec + tk->wall_to_monotonic.tv_sec) * NSEC_PER_SEC +
+		 tk->wall_to_monotonic.tv_nsec;
+
+	if (d >= 0)
+		return ns + (s64)((r->xtime_nsec + (u64)d * r->mult) >> r->shift);
+	return ns + (s64)(r->xtime_nsec >> r->shift) -
+	       (s64)(((u64)-d * r->mult) >> r->shift);
+}
+
+/* The same for CLOCK_MONOTONIC_RAW. */
+static s64 pvread_tk_raw_ns(const struct timekeeper *tk, u64 c)
+{
+	const struct tk_read_base *r = &tk->tkr_raw;
+	s64 d = clamp_t(s64, c - r->cycle_last, -(s64)r->clock->max_cycles,
+			(s64)r->clock->max_cycles);
+	s64 ns = tk->raw_sec * NSEC_PER_SEC;
+
+	if (d >= 0)
+		return ns + (s64)((r->xtime_nsec + (u64)d * r->mult) >> r->shift);
+	return ns + (s64)(r->xtime_nsec >> r->shift) -
+	       (s64)(((u64)-d * r->mult) >> r->shift);
+}
+
+/* @rate (ns per tick << 32) as readers take it: mul, shift. */
+static void pvread_run_set_rate(struct pvread_run *r, u64 rate)
+{
+	u8 shift = 0;
+
+	while ((rate >> shift) > U32_MAX)
+		shift++;
+	r->shift = shift;
+	r->mul = rate >> shift;
+}
+
+static u64 pvread_run_rate(const struct pvread_run *r)
+{
+	return (u64)r->mul << r->shift;
+}
+
+/* @r's value @d ticks past its anchor, exactly as readers compute it. */
+static void pvread_run_at(const struct pvread_run *r, u64 d, s64 *ns, u32 *frac)
+{
+	unsigned __int128 p = (unsigned __int128)(d << r->shift) * r->mul;
+	u64 f = (u64)r->frac + (u32)p;
+
+	*ns = r->ns + (s64)(u64)(p >> 32) + (s64)(f >> 32);
+	*frac = (u32)f;
+}
+
+/* Ticks past the anchor a reader would use at @tsc. */
+static u64 pvread_line_d(u64 tsc)
+{
+	s64 d = tsc - pv.ln.tsc;
+
+	return d > 0 ? min_t(u64, d, pv.ln.span) : 0;
+}
+
+static s64 pvread_run_ns(const struct pvread_run *r, u64 tsc)
+{
+	s64 ns;
+	u32 frac;
+
+	pvread_run_at(r, pvread_line_d(tsc), &ns, &frac);
+	return ns;
+}
+
+/*
+ * Rate that brings a line @lead_ns ahead of the kernel (behind, if
+ * negative) back to it over the horizon, within the slew limit.
+ */
+static u64 pvread_steer(u64 rate, s64 lead_ns)
+{
+	const s64 lim = PVREAD_LINE_HORIZON_NS / 1000000 *
+			PVREAD_LINE_MAX_SLEW_PPM;
+
+	lead_ns = clamp(lead_ns, -lim, lim);
+	return rate - div_s64((s64)rate * lead_ns, PVREAD_LINE_HORIZON_NS);
+}
+
+/*
+ * Replace run @r, whose old line readers may still be on for @guard ticks
+ * after @d ticks past its anchor, by one of @rate anchored there: where the
+ * old one stands, plus what keeps it above the old one until the guard is
+ * over.  Exact in readers' arithmetic.
+ */
+static void pvread_run_continue(struct pvread_run *r, u64 d, u64 rate,
+				u64 guard)
+{
+	u64 old = pvread_run_rate(r), step, f;
+
+	pvread_run_at(r, d, &r->ns, &r->frac);
+	pvread_run_set_rate(r, rate);
+	rate = pvread_run_rate(r);
+	if (old > rate) {
+		step = (old - rate) * guard + 1;
+		f = (u64)r->frac + (u32)step;
+		r->ns += (s64)(step >> 32) + (s64)(f >> 32);
+		r->frac = (u32)f;
+	}
+}
+
+/* Start run @r of @rate at @ns, but not below where it last stood. */
+static void pvread_run_start(struct pvread_run *r, u64 d, u64 rate, s64 ns,
+			     bool had_line)
+{
+	s64 last_ns = S64_MIN;
+	u32 last_frac = 0;
+
+	if (had_line)
+		pvread_run_at(r, d, &last_ns, &last_frac);
+	pvread_run_set_rate(r, rate);
+	if (ns > last_ns) {
+		r->ns = ns;
+		r->frac = 0;
+	} else {
+		r->ns = last_ns;
+		r->frac = last_frac;
+	}
+}
+
+static u64 pvread_abs_diff(u64 a, u64 b)
+{
+	return a > b ? a - b : b - a;
+}
+
+/* How far @v (ns) is from the far end of [@lo, @hi]. */
+static u64 pvread_dev(s64 v, s64 lo, s64 hi)
+{
+	return max(v > lo ? v - lo : lo - v, v > hi ? v - hi : hi - v);
+}
+
+static void pvread_set_line_base(struct pvread_clock_base *b, s64 ns,
+				 u32 frac)
+{
+	s32 rem;
+
+	b->sec = div_s64_rem(ns, NSEC_PER_SEC, &rem);
+	if (rem < 0) {
+		rem += NSEC_PER_SEC;
+		b->sec--;
+	}
+	b->snsec = ((u64)rem << 32) | frac;
+}
+
+/* The header's line from pv.ln and the kernel's offsets between clocks. */
+static void pvread_line_publish(struct pvread_line *hl,
+				const struct timekeeper *tk)
+{
+	const struct pvread_line_state *l = &pv.ln;
+	s64 wtm = timespec64_to_ns(&tk->wall_to_monotonic);
+	s64 boot = timespec64_to_ns(&tk->monotonic_to_boot);
+	s64 tai = (s64)tk->tai_offset * NSEC_PER_SEC;
+
+	hl->tsc_timestamp = l->tsc;
+	hl->tsc_span = l->span;
+	hl->mul = l->mono.mul;
+	hl->shift = l->mono.shift;
+	hl->raw_mul = l->raw.mul;
+	hl->raw_shift = l->raw.shift;
+	hl->anchors++;
+	pvread_set_line_base(&hl->base[CLOCK_MONOTONIC], l->mono.ns,
+			     l->mono.frac);
+	pvread_set_line_base(&hl->base[CLOCK_BOOTTIME], l->mono.ns + boot,
+			     l->mono.frac);
+	pvread_set_line_base(&hl->base[CLOCK_REALTIME], l->mono.ns - wtm,
+			     l->mono.frac);
+	pvread_set_line_base(&hl->base[CLOCK_TAI], l->mono.ns - wtm + tai,
+			     l->mono.frac);
+	pvread_set_line_base(&hl->base[CLOCK_MONOTONIC_RAW], l->raw.ns,
+			     l->raw.frac);
+}
+
+/*
+ * Anchor the next line at the TSC now: continue the live one, aimed at the
+ * kernel's clock, or start one at the kernel's clock but never below where
+ * the last one stood.  Runs in the timekeeper's update, pv.lock held, the
+ * header open (readers of the old line are still finishing).  Returns how
+ * far the lines, the kernel's clock and the records disagreed, in ns,
+ * including how far the new line's rate could take it from the records'
+ * over its span.
+ */
+static u64 pvread_line_anchor(struct pvread_header *h,
+			      const struct timekeeper *tk,
+			      const struct pvread_meas *m)
+{
+	struct pvread_line_state *l = &pv.ln;
+	u64 rm = mul_u64_u32_shr(m->rate, tk->tkr_mono.mult, tk->tkr_mono.shift);
+	u64 rr = mul_u64_u32_shr(m->rate, tk->tkr_raw.mult, tk->tkr_raw.shift);
+	u64 tmid = m->t0 + (m->t1 - m->t0) / 2, ta, d, gap, dev = 0, far;
+	s64 km = pvread_tk_mono_ns(tk, m->k), kr = pvread_tk_raw_ns(tk, m->k);
+	s64 mlo = pvread_tk_mono_ns(tk, m->lo), mhi = pvread_tk_mono_ns(tk, m->hi);
+	s64 rlo = pvread_tk_raw_ns(tk, m->lo), rhi = pvread_tk_raw_ns(tk, m->hi);
+	u64 guard = div64_u64((u64)PVREAD_LINE_GUARD_NS << 32, m->rate);
+	bool cont;
+
+	/* Readers that saw the seq even have read the TSC before this. */
+	smp_mb();
+	ta = rdtsc_ordered();
+	d = (s64)(ta - l->tsc) > 0 ? ta - l->tsc : 0;
+	cont = l->live && d <= l->span;
+	if (cont) {
+		/* The old line at the end of its life. */
+		dev = max3(dev, pvread_dev(pvread_run_ns(&l->mono, m->t0), mlo, mhi),
+			   pvread_dev(pvread_run_ns(&l->mono, m->t1), mlo, mhi));
+		dev = max3(dev, pvread_dev(pvread_run_ns(&l->raw, m->t0), rlo, rhi),
+			   pvread_dev(pvread_run_ns(&l->raw, m->t1), rlo, rhi));
+		rm = pvread_steer(rm, pvread_run_ns(&l->mono, tmid) - km);
+		rr = pvread_steer(rr, pvread_run_ns(&l->raw, tmid) - kr);
+		pvread_run_continue(&l->mono, d, rm, guard);
+		pvread_run_continue(&l->raw, d, rr, guard);
+	} else {
+		gap = mul_u64_u64_shr(ta - tmid, rm, 32);
+		d = l->exists ? pvread_line_d(ta) : 0;
+		pvread_run_start(&l->mono, d, rm, km + gap, l->exists);
+		gap = mul_u64_u64_shr(ta - tmid, rr, 32);
+		pvread_run_start(&l->raw, d, rr, kr + gap, l->exists);
+	}
+	l->tsc = ta;
+	l->guard = guard;
+	l->span = div64_u64((u64)PVREAD_LINE_SPAN_NS << 32, m->rate);
+	l->exists = true;
+	l->live = true;
+
+	/* The new line against the kernel and records, which moved on. */
+	gap = mul_u64_u64_shr(ta - m->t0, rm, 32);
+	dev = max(dev, pvread_dev(l->mono.ns, mlo, mhi + gap));
+	dev = max(dev, pvread_dev(l->raw.ns, rlo, rhi + gap));
+	/* Unsteered for a whole span, at most this far from any record. */
+	rm = pvread_run_rate(&l->mono);
+	far = max(pvread_abs_diff(rm, mul_u64_u32_shr(m->rate_lo, tk->tkr_mono.mult,
+					       tk->tkr_mono.shift)),
+		  pvread_abs_diff(rm, mul_u64_u32_shr(m->rate_hi, tk->tkr_mono.mult,
+					       tk->tkr_mono.shift)));
+	pvread_line_publish(&h->line, tk);
+	return dev + mul_u64_u64_shr(far, l->span, 32);
 }
 
 /* The bound the window gives at @now_sec. */
@@ -500,13 +892,15 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	struct timekeeper *tk = priv;
 	struct clocksource *cs = tk->tkr_mono.clock;
 	struct pvread_header *h = pv.hdr;
-	u64 spread = U64_MAX, bound = U64_MAX, now_sec;
+	u64 spread = U64_MAX, bound = U64_MAX, now_sec = 0, dev;
 	bool xen, ready = false;
+	struct pvread_meas m;
 
 	raw_spin_lock(&pv.lock);
 	xen = !strcmp(cs->name, "xen") && tk->tkr_mono.mask == U64_MAX;
 	if (xen) {
-		spread = pvread_spread(cs);
+		if (pvread_measure(cs, &m))
+			spread = m.hi - m.lo;
 		now_sec = tk->tkr_mono.cycle_last / NSEC_PER_SEC;
 		pv.last_sec = now_sec;
 		if (!pv.have_first) {
@@ -528,6 +922,11 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 
 	pvread_write_begin(h);
 	pvread_mirror(&h->tk, tk);
+	if (ready && pvread_line_state(pvread_flags()) == PVREAD_LINE_ACTIVE) {
+		dev = pvread_line_anchor(h, tk, &m);
+		bound = pvread_carried_bound(tk, pvread_window_bound(now_sec,
+								     dev));
+	}
 	h->error_bound_ns = bound;
 	h->spread_ns = spread;
 	h->updates++;
@@ -628,6 +1027,17 @@ static const char * const pvread_mode_names[] = {
 	[PVREAD_MODE_NONE] = "none",
 	[PVREAD_MODE_PERCPU] = "percpu",
 	[PVREAD_MODE_STABLE] = "stable",
+	[PVREAD_MODE_LINE] = "line",
+};
+
+static const char * const pvread_line_names[] = {
+	[PVREAD_LINE_ACTIVE] = "active",
+	[PVREAD_LINE_OFF] = "off",
+	[PVREAD_LINE_UNVOUCHED] = "unvouched",
+	[PVREAD_LINE_WARP] = "warp",
+	[PVREAD_LINE_UNCHECKED] = "unchecked",
+	[PVREAD_LINE_STABLE] = "stable",
+	[PVREAD_LINE_WAITING] = "waiting",
 };
 
 static ssize_t mode_show(struct device *dev, struct device_attribute *attr,
@@ -730,7 +1140,71 @@ static ssize_t resumes_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(resumes);
 
+static ssize_t line_show(struct device *dev, struct device_attribute *attr,
+			 char *buf)
+{
+	u32 state = READ_ONCE(pv.hdr->line_state);
+
+	if (state >= ARRAY_SIZE(pvread_line_names))
+		return sysfs_emit(buf, "%u\n", state);
+	return sysfs_emit(buf, "%s\n", pvread_line_names[state]);
+}
+static DEVICE_ATTR_RO(line);
+
+static ssize_t line_anchors_show(struct device *dev,
+				 struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", READ_ONCE(pv.hdr->line.anchors));
+}
+static DEVICE_ATTR_RO(line_anchors);
+
+static ssize_t tsc_warp_show(struct device *dev, struct device_attribute *attr,
+			     char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", READ_ONCE(pv.hdr->tsc_warp));
+}
+static DEVICE_ATTR_RO(tsc_warp);
+
+static ssize_t xen_tsc_show(struct device *dev, struct device_attribute *attr,
+			    char *buf)
+{
+	unsigned long irqflags;
+	u32 flags, mode, khz;
+
+	raw_spin_lock_irqsave(&pv.lock, irqflags);
+	flags = pv.xen_tsc_flags;
+	mode = pv.xen_tsc_mode;
+	khz = pv.xen_tsc_khz;
+	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+	return sysfs_emit(buf, "emulated=%d reliable=%d mode=%u khz=%u\n",
+			  !!(flags & PVREAD_FLAG_TSC_EMULATED),
+			  !!(flags & PVREAD_FLAG_HOST_TSC_RELIABLE), mode, khz);
+}
+static DEVICE_ATTR_RO(xen_tsc);
+
+static void pvread_tsc_check(void);
+
+/* Root asks for the cross-vCPU TSC check now (tests, after a host change). */
+static ssize_t tsc_check_store(struct device *dev,
+			       struct device_attribute *attr,
+			       const char *buf, size_t count)
+{
+	bool v;
+
+	if (kstrtobool(buf, &v))
+		return -EINVAL;
+	if (v)
+		pvread_tsc_check();
+	return count;
+}
+static DEVICE_ATTR_WO(tsc_check);
+
 static struct attribute *pvread_attrs[] = {
+	&dev_attr_line.attr,
+	&dev_attr_line_anchors.attr,
+	&dev_attr_tsc_warp.attr,
+	&dev_attr_xen_tsc.attr,
+	&dev_attr_tsc_check.attr,
 	&dev_attr_mode.attr,
 	&dev_attr_flags.attr,
 	&dev_attr_tsc_stable.attr,
@@ -805,6 +1279,8 @@ static void pvread_syscore_resume(void)
 		}
 	}
 	cpumask_and(pv.tsc_aux_ok, pv.tsc_aux_ok, cpumask_of(self));
+	/* Maybe another host, another TSC: no line until checked again. */
+	pv.tsc_checked = false;
 	pv.carry_ns = max(pv.carry_ns, pv.carry_at_suspend);
 	pv.carry_until = 0;
 	pvread_restart_window();
@@ -839,9 +1315,104 @@ static void pvread_resume_work(struct work_struct *work)
 	cpus_read_lock();
 	on_each_cpu(pvread_check_tsc_aux, NULL, 1);
 	for_each_cpu(cpu, pv.prepared)
-		if (!cpumask_test_cpu(cpu, pv.tsc_aux_ok))
+		if (pv.has_rdtscp && !cpumask_test_cpu(cpu, pv.tsc_aux_ok))
 			pr_warn("cpu%u: TSC_AUX wrong after resume\n", cpu);
 	cpus_read_unlock();
+	pvread_tsc_check();
+}
+
+/*
+ * What Xen says of the guest's TSC (CPUID leaf 0x40000x03, subleaf 0):
+ * EAX bit 0 rdtsc is emulated, bit 1 the host's TSC is reliable; EBX the
+ * tsc_mode, ECX the guest's TSC kHz.  Either bit means one TSC across
+ * vCPUs: emulated, Xen derives it from its own system time; native in
+ * tsc_mode default, Xen found the TSC safe across pCPUs.  It can change
+ * on a restore or migration, so it is read again after each resume.
+ */
+static void pvread_read_xen_tsc(void)
+{
+	u32 base = xen_cpuid_base(), eax = 0, ebx = 0, ecx = 0, edx = 0;
+	u32 flags = 0;
+	unsigned long irqflags;
+
+	if (base && cpuid_eax(base) >= base + 3)
+		cpuid_count(base + 3, 0, &eax, &ebx, &ecx, &edx);
+	if (eax & BIT(0))
+		flags |= PVREAD_FLAG_TSC_EMULATED;
+	if (eax & BIT(1))
+		flags |= PVREAD_FLAG_HOST_TSC_RELIABLE;
+	raw_spin_lock_irqsave(&pv.lock, irqflags);
+	pv.xen_tsc_flags = flags;
+	pv.xen_tsc_mode = ebx;
+	pv.xen_tsc_khz = ecx;
+	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+}
+
+struct pvread_warp {
+	raw_spinlock_t lock;
+	u64 last;		/* the TSC last read, by any CPU */
+	u64 worst;		/* largest step back seen */
+	unsigned int skew_cpu;
+	s64 skew;
+};
+
+/*
+ * On every online CPU at once (stop_machine, interrupts off): each takes
+ * the lock, reads the TSC and compares it with the one read last, by
+ * whichever CPU, under the same lock; that one was read earlier in real
+ * time, so a smaller value is the TSC going back across CPUs.
+ */
+static int pvread_warp_fn(void *data)
+{
+	struct pvread_warp *w = data;
+	s64 skew = smp_processor_id() == w->skew_cpu ? w->skew : 0;
+	unsigned int i;
+	u64 now;
+
+	for (i = 0; i < PVREAD_WARP_LOOPS; i++) {
+		raw_spin_lock(&w->lock);
+		now = rdtsc_ordered() + skew;
+		if (w->last && (s64)(w->last - now) > 0)
+			w->worst = max(w->worst, w->last - now);
+		w->last = now;
+		raw_spin_unlock(&w->lock);
+	}
+	return 0;
+}
+
+/*
+ * The line serves every CPU, so every CPU's TSC must tell the same time:
+ * measure it at load, after every resume and CPU online, and on request.
+ */
+static void pvread_tsc_check(void)
+{
+	struct pvread_warp w = {
+		.lock = __RAW_SPIN_LOCK_UNLOCKED(w.lock),
+		.skew = READ_ONCE(test_tsc_skew),
+	};
+	unsigned long irqflags;
+	int ret = 0;
+
+	pvread_read_xen_tsc();
+	/* Racing a hotplug only moves the skew to another CPU: tests hold still. */
+	w.skew_cpu = cpumask_last(cpu_online_mask);
+	ret = stop_machine(pvread_warp_fn, &w, cpu_online_mask);
+	if (ret)
+		w.worst = U64_MAX;
+
+	raw_spin_lock_irqsave(&pv.lock, irqflags);
+	if (w.worst && !pv.tsc_warp)
+		pr_warn("the TSC went back across vCPUs (%lld ticks): no clock line\n",
+			w.worst == U64_MAX ? -1LL : (s64)w.worst);
+	pv.tsc_warp = w.worst;
+	pv.tsc_checked = true;
+	pvread_republish();
+	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+}
+
+static void pvread_check_work(struct work_struct *work)
+{
+	pvread_tsc_check();
 }
 
 static bool pvread_cpu_has_rdtscp(void)
@@ -886,10 +1457,7 @@ static int __init pvread_init(void)
 		pr_err("not running on Xen: no pvclock to publish\n");
 		return -ENODEV;
 	}
-	if (!pvread_cpu_has_rdtscp()) {
-		pr_err("CPU lacks RDTSCP: user space cannot tell its vCPU\n");
-		return -ENODEV;
-	}
+	pv.has_rdtscp = pvread_cpu_has_rdtscp();
 
 	pv.size = PAGE_SIZE + PAGE_ALIGN(nr_cpu_ids * sizeof(struct pvread_record));
 	if (nr_cpu_ids > PVREAD_MAX_RECORDS || pv.size > U32_MAX) {
@@ -923,6 +1491,7 @@ static int __init pvread_init(void)
 	h->spread_ns = U64_MAX;
 	pv.cpu0_owned_by_kernel = !!pvclock_get_pvti_cpu0_va();
 	INIT_WORK(&pv.resume_work, pvread_resume_work);
+	INIT_WORK(&pv.check_work, pvread_check_work);
 
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "pvread:online",
 				pvread_cpu_online, pvread_cpu_offline);
@@ -935,6 +1504,9 @@ static int __init pvread_init(void)
 			goto err_areas;
 		}
 	}
+	/* Once for every CPU now, not once per CPU that came online. */
+	cancel_work_sync(&pv.check_work);
+	pvread_tsc_check();
 
 	ret = pvclock_gtod_register_notifier(&pvread_gtod_nb);
 	if (ret)
@@ -955,6 +1527,7 @@ err_syscore:
 	cancel_work_sync(&pv.resume_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 err_areas:
+	cancel_work_sync(&pv.check_work);
 	pvread_release_areas();
 	pvread_free();
 	return ret;
@@ -970,6 +1543,7 @@ static void __exit pvread_exit(void)
 	misc_deregister(&pvread_misc);
 	unregister_syscore_ops(&pvread_syscore_ops);
 	cancel_work_sync(&pv.resume_work);
+	cancel_work_sync(&pv.check_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 	pvread_release_areas();
 	pvread_free();

@@ -18,6 +18,8 @@
  *     Copy the fields needed, read header.seq again after a read barrier;
  *     a different value means retry.
  *  2. header.mode tells how (or whether) to read, see PVREAD_MODE_*.
+ *     PVREAD_MODE_LINE is read as described under struct pvread_line;
+ *     steps 3-5 are for the other modes.
  *  3. In PVREAD_MODE_PERCPU, rdtscp returns the TSC and, in the low 12 bits
  *     of TSC_AUX, the CPU whose record describes that TSC value.  In
  *     PVREAD_MODE_STABLE (Xen set PVCLOCK_TSC_STABLE_BIT: every vCPU's
@@ -34,12 +36,12 @@
  *     delta = cycles - cycle_last (0 if negative), and if delta is below
  *     max_delta, ns = (base[clock].snsec + delta * mult) >> shift,
  *     time = base[clock].sec + ns (normalised).
- *  6. In PVREAD_MODE_PERCPU, header.error_bound_ns bounds how far such a
- *     reading can be from the kernel's own answer for the same instant;
- *     callers with a smaller tolerance must ask the kernel instead.  In
- *     PVREAD_MODE_STABLE the reading is the kernel's answer (its "xen"
- *     clocksource then reads one record the same way, with no global
- *     last_value to hide disagreement behind).
+ *  6. In PVREAD_MODE_PERCPU and PVREAD_MODE_LINE, header.error_bound_ns
+ *     bounds how far such a reading can be from the kernel's own answer
+ *     for the same instant; callers with a smaller tolerance must ask the
+ *     kernel instead.  In PVREAD_MODE_STABLE the reading is the kernel's
+ *     answer (its "xen" clocksource then reads one record the same way,
+ *     with no global last_value to hide disagreement behind).
  */
 #ifndef _UAPI_LINUX_PVREAD_H
 #define _UAPI_LINUX_PVREAD_H
@@ -50,7 +52,7 @@
 
 #define PVREAD_DEVICE		"/dev/pvread"
 #define PVREAD_MAGIC		0x44525650	/* "PVRD" little-endian */
-#define PVREAD_ABI_VERSION	1
+#define PVREAD_ABI_VERSION	2
 
 /* rdtscp leaves (node << 12 | cpu) in TSC_AUX, the encoding Linux uses. */
 #define PVREAD_TSC_AUX_CPU_MASK	0xfffU
@@ -60,12 +62,30 @@
 #define PVREAD_MODE_NONE	0	/* no fast path now: use the syscall */
 #define PVREAD_MODE_PERCPU	1	/* record of the CPU named by TSC_AUX */
 #define PVREAD_MODE_STABLE	2	/* header.stable_record serves every CPU */
+#define PVREAD_MODE_LINE	3	/* header.line serves every CPU */
 
 /* header.flags */
 #define PVREAD_FLAG_XEN_CLOCKSOURCE	_BITUL(0) /* timekeeper runs on "xen" */
 #define PVREAD_FLAG_TSC_AUX		_BITUL(1) /* every online CPU's TSC_AUX names it */
 #define PVREAD_FLAG_TSC_STABLE		_BITUL(2) /* Xen set PVCLOCK_TSC_STABLE_BIT */
 #define PVREAD_FLAG_CPU0_OWNED_BY_KERNEL _BITUL(3) /* Linux's vDSO owns vCPU 0's area */
+#define PVREAD_FLAG_TSC_EMULATED	_BITUL(4) /* Xen emulates rdtsc (CPUID time leaf) */
+#define PVREAD_FLAG_HOST_TSC_RELIABLE	_BITUL(5) /* Xen trusts the host's TSC */
+
+/*
+ * header.line_state: why header.mode is, or is not, PVREAD_MODE_LINE.
+ * The line needs one TSC for every vCPU: Xen vouches for it when it
+ * emulates rdtsc or trusts the host's TSC (CPUID leaf 0x40000x03), or the
+ * module is told to (parameter tsc_reliable=1); and the module's own
+ * cross-vCPU check, at load and after every resume, saw it never go back.
+ */
+#define PVREAD_LINE_ACTIVE	0	/* header.mode is PVREAD_MODE_LINE */
+#define PVREAD_LINE_OFF		1	/* module parameter line=0 */
+#define PVREAD_LINE_UNVOUCHED	2	/* nobody vouches for one TSC across vCPUs */
+#define PVREAD_LINE_WARP	3	/* the TSC went back across vCPUs */
+#define PVREAD_LINE_UNCHECKED	4	/* check not done yet (load, resume) */
+#define PVREAD_LINE_STABLE	5	/* Xen's stable bit: exact stable mode */
+#define PVREAD_LINE_WAITING	6	/* no line until the page may be read */
 
 /* record.state */
 #define PVREAD_RECORD_REGISTERED	_BITUL(0) /* Xen keeps this record current */
@@ -111,6 +131,55 @@ struct pvread_timekeeper {
 	struct pvread_clock_base base[PVREAD_NR_CLOCK_BASES];
 };
 
+/*
+ * PVREAD_MODE_LINE: one line from the TSC to every fine clock, written by
+ * the module for every CPU (Xen's records disagree with each other and
+ * with the kernel's clock, which hides that behind a global last_value).
+ * Reading it, inside the header's seq loop:
+ *
+ *   d    = tsc - tsc_timestamp, as signed; a negative d counts as 0
+ *   if d > tsc_span: ask the kernel
+ *   ns   = (base[clock].snsec + ((d << shift) * mul, 128-bit)) >> 32,
+ *          with raw_mul and raw_shift for CLOCK_MONOTONIC_RAW
+ *   time = base[clock].sec + ns (normalised)
+ *
+ * tsc from an ordered rdtsc (lfence; rdtsc) or rdtscp on any CPU, the
+ * base's snsec nanoseconds << 32, below 10^9 << 32.  REALTIME, TAI and
+ * BOOTTIME share MONOTONIC's rate: their bases differ from its by the
+ * kernel's own offsets.  The _COARSE clocks come from tk as in other modes.
+ *
+ * What the module promises:
+ *  - For every fine clock but REALTIME and TAI, which the kernel steps,
+ *    the value never decreases: not within one line, and not when the
+ *    module replaces a line with the next (each starts at or above where
+ *    its predecessor stood at its anchor, and above it for as long as a
+ *    reader could still be reading the old one), so readings from the page
+ *    are ordered across every CPU, thread and process.
+ *  - While header.mode is PVREAD_MODE_LINE, a reading differs from the
+ *    kernel's clock_gettime() at the same instant on any CPU by at most
+ *    header.error_bound_ns: twice the widest disagreement the module saw,
+ *    over the last 16 s of timekeeping updates, among the line (at the end
+ *    of each line's life and the start of the next), the kernel's own
+ *    clocksource read and every registered vCPU record, plus how far the
+ *    line's rate differs from the records' over tsc_span, plus 1 us.
+ *  - After the mode leaves PVREAD_MODE_LINE the last line stays, with
+ *    tsc_span cut to the moment it ended, so that a library can keep its
+ *    readings at or above the line's value, clamped to the line's ends,
+ *    without ever going back; tsc_span 0 means there has been no line.
+ */
+struct pvread_line {
+	__u64 tsc_timestamp;	/* the TSC at which base[] holds */
+	__u64 tsc_span;		/* TSC ticks past tsc_timestamp it may be read */
+	__u32 mul;		/* ns per TSC tick, << (32 - shift) */
+	__u32 raw_mul;		/* the same, for CLOCK_MONOTONIC_RAW */
+	__u8 shift;		/* tsc_span << shift fits in 64 bits */
+	__u8 raw_shift;
+	__u8 pad[6];
+	__u64 anchors;		/* lines started since load */
+	__u64 reserved;
+	struct pvread_clock_base base[PVREAD_NR_CLOCK_BASES];
+};
+
 struct pvread_header {
 	__u32 magic;
 	__u32 abi_version;
@@ -126,9 +195,10 @@ struct pvread_header {
 	__u64 updates;		/* timekeeper updates mirrored since load */
 	__u64 spread_ns;	/* records' disagreement at the last update */
 	__u32 stable_record;	/* in PVREAD_MODE_STABLE: the record to use */
-	__u32 reserved0;
-	__u64 reserved1;
+	__u32 line_state;	/* PVREAD_LINE_* */
+	__u64 tsc_warp;		/* worst TSC step back across vCPUs, ticks */
 	struct pvread_timekeeper tk;
+	struct pvread_line line;
 };
 
 /*
@@ -165,8 +235,14 @@ _Static_assert(sizeof(struct pvread_timekeeper) == 328, "timekeeper size");
 __PVREAD_ASSERT_OFFSET(struct pvread_header, seq, 8);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, error_bound_ns, 40);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, stable_record, 64);
+__PVREAD_ASSERT_OFFSET(struct pvread_line, mul, 16);
+__PVREAD_ASSERT_OFFSET(struct pvread_line, shift, 24);
+__PVREAD_ASSERT_OFFSET(struct pvread_line, base, 48);
+_Static_assert(sizeof(struct pvread_line) == 304, "line size");
+__PVREAD_ASSERT_OFFSET(struct pvread_header, line_state, 68);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, tk, 80);
-_Static_assert(sizeof(struct pvread_header) == 408, "header size");
+__PVREAD_ASSERT_OFFSET(struct pvread_header, line, 408);
+_Static_assert(sizeof(struct pvread_header) == 712, "header size");
 _Static_assert(sizeof(struct pvread_reference) == 24, "reference size");
 
 #endif /* _UAPI_LINUX_PVREAD_H */
