@@ -1246,7 +1246,7 @@ static struct miscdevice pvread_misc = {
  * says per-CPU again.  The syscore hooks rather than a PM notifier, since
  * Xen's own suspend path calls no PM notifier.
  */
-static int pvread_syscore_suspend(void)
+static int pvread_syscore_suspend_hook(void)
 {
 	u64 bound;
 
@@ -1265,7 +1265,7 @@ static int pvread_syscore_suspend(void)
 	return 0;
 }
 
-static void pvread_syscore_resume(void)
+static void pvread_syscore_resume_hook(void)
 {
 	unsigned int cpu, self = smp_processor_id();
 	int ret;
@@ -1292,10 +1292,51 @@ static void pvread_syscore_resume(void)
 	schedule_work(&pv.resume_work);
 }
 
-static struct syscore_ops pvread_syscore_ops = {
+#ifdef PVREAD_HAVE_SYSCORE	/* see Kbuild */
+static int pvread_syscore_suspend(void *data)
+{
+	return pvread_syscore_suspend_hook();
+}
+
+static void pvread_syscore_resume(void *data)
+{
+	pvread_syscore_resume_hook();
+}
+
+static const struct syscore_ops pvread_syscore_ops = {
 	.suspend = pvread_syscore_suspend,
 	.resume = pvread_syscore_resume,
 };
+
+static struct syscore pvread_syscore = {
+	.ops = &pvread_syscore_ops,
+};
+
+static void pvread_register_syscore(void)
+{
+	register_syscore(&pvread_syscore);
+}
+
+static void pvread_unregister_syscore(void)
+{
+	unregister_syscore(&pvread_syscore);
+}
+#else
+static struct syscore_ops pvread_syscore_ops = {
+	.suspend = pvread_syscore_suspend_hook,
+	.resume = pvread_syscore_resume_hook,
+};
+
+static void pvread_register_syscore(void)
+{
+	register_syscore_ops(&pvread_syscore_ops);
+}
+
+static void pvread_unregister_syscore(void)
+{
+	unregister_syscore_ops(&pvread_syscore_ops);
+}
+#endif
 
 static void pvread_check_tsc_aux(void *unused)
 {
@@ -1511,7 +1552,7 @@ static int __init pvread_init(void)
 	ret = pvclock_gtod_register_notifier(&pvread_gtod_nb);
 	if (ret)
 		goto err_areas;
-	register_syscore_ops(&pvread_syscore_ops);
+	pvread_register_syscore();
 	ret = misc_register(&pvread_misc);
 	if (ret)
 		goto err_syscore;
@@ -1523,7 +1564,7 @@ static int __init pvread_init(void)
 	return 0;
 
 err_syscore:
-	unregister_syscore_ops(&pvread_syscore_ops);
+	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 err_areas:
@@ -1541,7 +1582,7 @@ err_free:
 static void __exit pvread_exit(void)
 {
 	misc_deregister(&pvread_misc);
-	unregister_syscore_ops(&pvread_syscore_ops);
+	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
 	cancel_work_sync(&pv.check_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
