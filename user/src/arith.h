@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The two conversions of the read path, as pure functions so that the unit
+ * The conversions of the read path, as pure functions so that the unit
  * tests can drive them with values no real TSC would give.
  */
 #ifndef PVREAD_ARITH_H
@@ -42,6 +42,35 @@ static inline int pvread_tk_shifted_ns(uint64_t cycles, uint64_t cycle_last,
 	if (delta > max_delta)
 		return 0;
 	*out = snsec + delta * mult;
+	return 1;
+}
+
+/*
+ * PVREAD_MODE_LINE: TSC ticks past the line's anchor at @tsc.  A TSC read
+ * before the anchor (the module anchors each line a little ahead, so that
+ * a reader still on the old one never gets past it) holds the anchor's
+ * value instead of going back along the line.
+ */
+static inline uint64_t pvread_line_delta(uint64_t tsc, uint64_t tsc_timestamp)
+{
+	uint64_t d = tsc - tsc_timestamp;
+
+	return (int64_t)d < 0 ? 0 : d;
+}
+
+/*
+ * The line @d ticks past its anchor: (@snsec + (@d << @shift) * @mul) >> 32
+ * with a 128-bit product, nanoseconds past the base's second.  Returns
+ * false for what the module never writes, a shift beyond 32 or one that
+ * pushes @d out of 64 bits, so that a broken page gives a fallback rather
+ * than a wrapped product.
+ */
+static inline int pvread_line_ns(uint64_t d, uint32_t mul, unsigned int shift,
+				 uint64_t snsec, uint64_t *ns)
+{
+	if (shift > 32 || d > UINT64_MAX >> shift)
+		return 0;
+	*ns = (uint64_t)(((unsigned __int128)(d << shift) * mul + snsec) >> 32);
 	return 1;
 }
 

@@ -37,6 +37,7 @@
 #define DEFAULT_TOLERANCE_NS 100000ULL
 #define MAX_TRIES 8		/* reads spoilt by updates that completed */
 #define MAX_WAIT_TSC (1ULL << 32)	/* for an update in progress: 1-2 s */
+#define MAX_WAIT_LINE_TSC (1ULL << 20)	/* the same, for a fallback: < 1 ms */
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -65,10 +66,17 @@ static _Atomic int map_state = MAP_UNTRIED;
 static _Atomic int64_t floor_ns[PVREAD_NR_CLOCK_BASES];
 
 /*
- * The fast mode this process last read in: the floor depends on it.  No
- * reading yet is as good as a per-CPU one: nothing to raise the floor over.
+ * The fast mode each clock was last read in by this process (none yet:
+ * PVREAD_MODE_NONE): whether the floor holds what it returned depends on it.
+ * Written only when the mode changes, so it stays in every CPU's cache.
  */
-static _Atomic uint32_t mode_seen = PVREAD_MODE_PERCPU;
+static _Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
+
+/*
+ * This process has returned readings of the page's line: from then on a
+ * fallback answer is lifted to the line (see not_below_line()).  Set once.
+ */
+static _Atomic bool line_used;
 
 static __thread struct pvread_stats stats
 	__attribute__((tls_model("initial-exec")));
@@ -230,6 +238,20 @@ static inline bool wait_for_writer(uint64_t *since)
 }
 
 /*
+ * A TSC read not taken before the loads that precede it, rdtsc_ordered() as
+ * the kernel does it: rdtscp where the CPU offers it, else lfence; rdtsc.
+ */
+static ALWAYS_INLINE uint64_t tsc_ordered(const struct mapping *m)
+{
+	unsigned int aux;
+
+	if (likely(m->rdtscp))
+		return __rdtscp(&aux);
+	_mm_lfence();
+	return __rdtsc();
+}
+
+/*
  * The "xen" clocksource's cycles now, from the record that describes this
  * CPU's TSC: in per-CPU mode rdtscp names the CPU in the same instruction
  * that reads the TSC.
@@ -245,13 +267,7 @@ static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
 
 	if (mode == PVREAD_MODE_STABLE) {
 		/* One record describes every CPU's TSC. */
-		if (likely(m->rdtscp)) {
-			s->tsc = __rdtscp(&aux);
-		} else {
-			/* rdtsc_ordered(), as the vDSO does without rdtscp */
-			_mm_lfence();
-			s->tsc = __rdtsc();
-		}
+		s->tsc = tsc_ordered(m);
 		cpu = LOAD(m->hdr->stable_record);
 	} else {
 		if (unlikely(!m->rdtscp))
@@ -312,6 +328,84 @@ static inline bool never_back(clockid_t clock)
 	       clock == CLOCK_BOOTTIME || clock == CLOCK_MONOTONIC_COARSE;
 }
 
+/* The clocks the line, and the floor on every fast reading, serve. */
+static inline bool fine_never_back(clockid_t clock)
+{
+	return never_back(clock) && clock != CLOCK_MONOTONIC_COARSE;
+}
+
+/* @sec and @ns past it, ns possibly beyond a second, into *@ts. */
+static ALWAYS_INLINE void set_ts(struct timespec *ts, int64_t sec, uint64_t ns)
+{
+	/* Once a second, or a broken page: never a loop. */
+	if (unlikely(ns >= NSEC_PER_SEC)) {
+		sec = (int64_t)((uint64_t)sec + ns / NSEC_PER_SEC);
+		ns %= NSEC_PER_SEC;
+	}
+	ts->tv_sec = sec;
+	ts->tv_nsec = (long)ns;
+}
+
+/*
+ * The line's nanoseconds past base's second for @clock at @tsc, or
+ * READ_NO_DELTA beyond the line's span (the module stopped re-anchoring it:
+ * the kernel knows better) or with a shift no module writes.
+ */
+static ALWAYS_INLINE enum read_result read_line(const struct pvread_line *l,
+						const clockid_t clock,
+						uint64_t tsc, uint64_t snsec,
+						uint64_t *ns)
+{
+	uint64_t d = pvread_line_delta(tsc, LOAD(l->tsc_timestamp));
+	uint32_t mul, shift;
+
+	if (clock == CLOCK_MONOTONIC_RAW) {
+		mul = LOAD(l->raw_mul);
+		shift = LOAD(l->raw_shift);
+	} else {
+		mul = LOAD(l->mul);
+		shift = LOAD(l->shift);
+	}
+	if (unlikely(d > LOAD(l->tsc_span)))
+		return READ_NO_DELTA;
+	if (unlikely(!pvread_line_ns(d, mul, shift, snsec, ns)))
+		return READ_NO_DELTA;
+	return READ_OK;
+}
+
+/* The record's cycles through the timekeeper's conversion. */
+static ALWAYS_INLINE enum read_result read_records(const struct mapping *m,
+						   uint32_t mode,
+						   const clockid_t clock,
+						   uint64_t snsec,
+						   uint64_t *ns)
+{
+	const struct pvread_timekeeper *tk = &m->hdr->tk;
+	uint32_t mult, shift;
+	struct pvread_sample s;
+	uint64_t cycle_last;
+	enum read_result r;
+
+	r = read_cycles(m, mode, &s);
+	if (unlikely(r != READ_OK))
+		return r;
+	if (clock == CLOCK_MONOTONIC_RAW) {
+		cycle_last = LOAD(tk->raw_cycle_last);
+		mult = LOAD(tk->raw_mult);
+		shift = LOAD(tk->raw_shift);
+	} else {
+		cycle_last = LOAD(tk->cycle_last);
+		mult = LOAD(tk->mult);
+		shift = LOAD(tk->shift);
+	}
+	if (unlikely(!pvread_tk_shifted_ns(s.cycles, cycle_last, LOAD(tk->mask),
+					   LOAD(tk->max_delta), mult, snsec,
+					   ns)))
+		return READ_NO_DELTA;
+	*ns >>= shift;
+	return READ_OK;
+}
+
 /*
  * One attempt at the page's answer for @clock: READ_OK with the mode that
  * gave it in *@mode, READ_BUSY while an update is being written, READ_RETRY
@@ -323,12 +417,10 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 					       uint32_t *mode)
 {
 	const struct pvread_header *h = m->hdr;
-	const struct pvread_timekeeper *tk = &h->tk;
-	const struct pvread_clock_base *b = &tk->base[clock];
-	uint64_t cycle_last, snsec, ns;
-	uint32_t seq, mult, shift;
-	struct pvread_sample s;
-	enum read_result r;
+	const struct pvread_clock_base *b;
+	enum read_result r = READ_OK;
+	uint64_t snsec, ns, tsc;
+	uint32_t seq;
 	int64_t sec;
 
 	seq = LOAD(h->seq);
@@ -336,106 +428,106 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 	if (unlikely(seq & 1))
 		return READ_BUSY;
 	*mode = LOAD(h->mode);
-	if (*mode != PVREAD_MODE_STABLE) {
-		if (*mode != PVREAD_MODE_PERCPU)
-			return READ_NO_MODE;
-		if (LOAD(h->error_bound_ns) > m->tolerance_ns)
+	if (likely(*mode == PVREAD_MODE_LINE) || *mode == PVREAD_MODE_PERCPU) {
+		if (unlikely(LOAD(h->error_bound_ns) > m->tolerance_ns))
 			return READ_NO_BOUND;
+	} else if (*mode != PVREAD_MODE_STABLE) {
+		return READ_NO_MODE;
 	}
-	sec = LOAD(b->sec);
-	snsec = LOAD(b->snsec);
 	if (is_coarse(clock)) {
-		ns = snsec;
+		/* Every mode's: the timekeeper's at its last update. */
+		b = &h->tk.base[clock];
+		sec = LOAD(b->sec);
+		ns = LOAD(b->snsec);
+	} else if (likely(*mode == PVREAD_MODE_LINE)) {
+		tsc = tsc_ordered(m);
+		b = &h->line.base[clock];
+		sec = LOAD(b->sec);
+		snsec = LOAD(b->snsec);
+		r = read_line(&h->line, clock, tsc, snsec, &ns);
 	} else {
-		r = read_cycles(m, *mode, &s);
-		if (unlikely(r != READ_OK))
-			return r;
-		if (clock == CLOCK_MONOTONIC_RAW) {
-			cycle_last = LOAD(tk->raw_cycle_last);
-			mult = LOAD(tk->raw_mult);
-			shift = LOAD(tk->raw_shift);
-		} else {
-			cycle_last = LOAD(tk->cycle_last);
-			mult = LOAD(tk->mult);
-			shift = LOAD(tk->shift);
-		}
-		if (unlikely(!pvread_tk_shifted_ns(s.cycles, cycle_last,
-						   LOAD(tk->mask),
-						   LOAD(tk->max_delta), mult,
-						   snsec, &ns)))
-			return READ_NO_DELTA;
-		ns >>= shift;
+		b = &h->tk.base[clock];
+		sec = LOAD(b->sec);
+		snsec = LOAD(b->snsec);
+		r = read_records(m, *mode, clock, snsec, &ns);
 	}
+	if (unlikely(r != READ_OK))
+		return r;
 	RMB();
 	if (unlikely(LOAD(h->seq) != seq))
 		return READ_RETRY;
-	while (ns >= NSEC_PER_SEC) {
-		ns -= NSEC_PER_SEC;
-		sec++;
-	}
-	ts->tv_sec = sec;
-	ts->tv_nsec = (long)ns;
+	set_ts(ts, sec, ns);
 	return READ_OK;
 }
 
-/* After a first attempt failed: wait out writers, retry a few times. */
-static __attribute__((noinline, cold))
-uint32_t read_again(const struct mapping *m, const clockid_t clock,
-		    struct timespec *ts, enum read_result r,
-		    enum pvread_slow_reason *why)
-{
-	uint32_t mode = PVREAD_MODE_NONE;
-	uint64_t since = 0;
-	int tries = 0;
+/* How long a read has tried, for the limits of its one retry loop. */
+struct attempts {
+	uint64_t since;		/* TSC when it first met an update in progress */
+	int tries;		/* attempts spoilt by updates that completed */
+};
 
-	for (;;) {
-		switch (r) {
-		case READ_OK:
-			return mode;
-		case READ_BUSY:
-			if (!wait_for_writer(&since)) {
-				*why = PVREAD_SLOW_BUSY;
-				return PVREAD_MODE_NONE;
-			}
-			break;
-		case READ_RETRY:
-			stats.retries++;
-			if (++tries >= MAX_TRIES) {
-				*why = PVREAD_SLOW_RETRIES;
-				return PVREAD_MODE_NONE;
-			}
-			break;
-		default:
-			*why = (enum pvread_slow_reason)(r - READ_NO);
-			return PVREAD_MODE_NONE;
-		}
-		r = try_read(m, clock, ts, &mode);
+/*
+ * After attempt result @r: true to try again (an update in progress, waited
+ * for as the kernel would; one that completed, a few times), false with the
+ * reason in *@why when libc must answer.
+ */
+static __attribute__((noinline, cold))
+bool try_again(enum read_result r, struct attempts *a,
+	       enum pvread_slow_reason *why)
+{
+	switch (r) {
+	case READ_BUSY:
+		if (wait_for_writer(&a->since))
+			return true;
+		*why = PVREAD_SLOW_BUSY;
+		return false;
+	case READ_RETRY:
+		stats.retries++;
+		if (++a->tries < MAX_TRIES)
+			return true;
+		*why = PVREAD_SLOW_RETRIES;
+		return false;
+	default:
+		*why = (enum pvread_slow_reason)(r - READ_NO);
+		return false;
 	}
 }
 
 /*
  * The page's answer for @clock, and the mode that gave it; PVREAD_MODE_NONE
- * when libc must answer, for the reason in *@why.
+ * when libc must answer, for the reason in *@why.  One loop, as the vDSO's.
  */
 static ALWAYS_INLINE uint32_t read_fast(const struct mapping *m,
 					const clockid_t clock,
 					struct timespec *ts,
 					enum pvread_slow_reason *why)
 {
+	struct attempts a = { 0, 0 };
 	enum read_result r;
 	uint32_t mode;
 
-	r = try_read(m, clock, ts, &mode);
-	if (likely(r == READ_OK))
-		return mode;
-	return read_again(m, clock, ts, r, why);
+	while (unlikely((r = try_read(m, clock, ts, &mode)) != READ_OK))
+		if (!try_again(r, &a, why))
+			return PVREAD_MODE_NONE;
+	return mode;
+}
+
+static inline int64_t ns_of(const struct timespec *ts)
+{
+	return ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
+}
+
+static inline void set_ns(struct timespec *ts, int64_t v)
+{
+	ts->tv_sec = v / NSEC_PER_SEC;
+	ts->tv_nsec = v % NSEC_PER_SEC;
 }
 
 /* Never below what this process returned before, on any thread. */
 static inline void apply_floor(clockid_t clock, struct timespec *ts)
 {
 	_Atomic int64_t *f = &floor_ns[clock];
-	int64_t v = ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
+	int64_t v = ns_of(ts);
 	int64_t cur = atomic_load_explicit(f, memory_order_relaxed);
 
 	while (v > cur)
@@ -444,29 +536,99 @@ static inline void apply_floor(clockid_t clock, struct timespec *ts)
 			return;
 	if (v < cur) {
 		stats.clamped++;
-		ts->tv_sec = cur / NSEC_PER_SEC;
-		ts->tv_nsec = cur % NSEC_PER_SEC;
+		set_ns(ts, cur);
 	}
 }
 
 /*
- * Stable readings are the kernel's own, so they need not raise the floor
- * (that would make every reader write one shared cache line); they only
- * respect it, in case earlier per-CPU readings ran ahead of the kernel.
+ * Stable and line readings need not raise the floor (that would make every
+ * reader write one shared cache line): stable ones are the kernel's own,
+ * line ones never decrease across every reader of the page.  They only
+ * respect it, for what per-CPU readings and fallbacks put there.
  */
 static inline void respect_floor(clockid_t clock, struct timespec *ts)
 {
-	int64_t v = ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
 	int64_t cur = atomic_load_explicit(&floor_ns[clock],
 					   memory_order_relaxed);
 
-	if (v < cur) {
+	if (unlikely(ns_of(ts) < cur)) {
 		stats.clamped++;
-		ts->tv_sec = cur / NSEC_PER_SEC;
-		ts->tv_nsec = cur % NSEC_PER_SEC;
+		set_ns(ts, cur);
 	}
 }
 
+/*
+ * A process that returned readings of the page's line must not return less
+ * afterwards, and the kernel's clock may be behind the line by up to the
+ * bound.  The module promises that the line's value, clamped to the line's
+ * ends, never decreases, also after the mode has left PVREAD_MODE_LINE (the
+ * last line stays, its span cut): so lift the kernel's answer to the line's
+ * value now.  An update that does not complete within a moment, or a page
+ * that never had a line, leaves the answer to the floor.
+ */
+static __attribute__((noinline, cold))
+void not_below_line(const struct mapping *m, clockid_t clock,
+		    struct timespec *ts)
+{
+	const struct pvread_header *h = m->hdr;
+	const struct pvread_line *l = &h->line;
+	const struct pvread_clock_base *b = &l->base[clock];
+	uint64_t stamp, span, snsec, tsc, d, ns, since = 0;
+	uint32_t seq, mul, shift;
+	struct timespec line;
+	int64_t sec;
+	int tries;
+
+	for (tries = 0; tries < MAX_TRIES;) {
+		seq = LOAD(h->seq);
+		RMB();
+		if (seq & 1) {
+			uint64_t now = __rdtsc();
+
+			if (!since)
+				since = now;
+			else if (now - since > MAX_WAIT_LINE_TSC)
+				return;
+			_mm_pause();
+			continue;
+		}
+		stamp = LOAD(l->tsc_timestamp);
+		span = LOAD(l->tsc_span);
+		if (clock == CLOCK_MONOTONIC_RAW) {
+			mul = LOAD(l->raw_mul);
+			shift = LOAD(l->raw_shift);
+		} else {
+			mul = LOAD(l->mul);
+			shift = LOAD(l->shift);
+		}
+		sec = LOAD(b->sec);
+		snsec = LOAD(b->snsec);
+		tsc = tsc_ordered(m);
+		RMB();
+		if (LOAD(h->seq) == seq)
+			break;
+		tries++;
+	}
+	if (tries == MAX_TRIES || !span)
+		return;
+	d = pvread_line_delta(tsc, stamp);
+	if (d > span)
+		d = span;
+	if (!pvread_line_ns(d, mul, shift, snsec, &ns))
+		return;
+	set_ts(&line, sec, ns);
+	if (line.tv_sec > ts->tv_sec ||
+	    (line.tv_sec == ts->tv_sec && line.tv_nsec > ts->tv_nsec)) {
+		stats.clamped++;
+		*ts = line;
+	}
+}
+
+/*
+ * libc's answer: the one fallback of every read.  For the clocks that never
+ * go back, lifted to the line if this process has read it, then to the
+ * floor, which it raises.
+ */
 static __attribute__((noinline, cold))
 int slow_clock_gettime(clockid_t clock, struct timespec *ts,
 		       enum pvread_slow_reason why)
@@ -476,65 +638,83 @@ int slow_clock_gettime(clockid_t clock, struct timespec *ts,
 	stats.slow++;
 	stats.slow_by_reason[why]++;
 	ret = libc_clock_gettime(clock, ts);
-	if (!ret && never_back(clock))
-		apply_floor(clock, ts);
+	if (ret || !never_back(clock))
+		return ret;
+	if (clock != CLOCK_MONOTONIC_COARSE &&
+	    atomic_load_explicit(&line_used, memory_order_relaxed) &&
+	    atomic_load_explicit(&map_state, memory_order_acquire) == MAP_READY)
+		not_below_line(&the_map, clock, ts);
+	apply_floor(clock, ts);
 	return ret;
+}
+
+/*
+ * The first fast reading of @clock in @mode after readings in another one.
+ * Per-CPU readings raise the floor; stable and line readings do not, and
+ * one mode's can lie on either side of another's (the line ahead of the
+ * kernel, a per-CPU record behind it, by up to the bound).  So after stable
+ * or line readings ask the kernel once: its answer, lifted to the line, is
+ * at or above all of them, and becomes the floor.  Returns true when *@ts
+ * is that answer.  The mode is noted after the floor is raised, and before
+ * any reading in it is returned.
+ */
+static __attribute__((noinline, cold))
+bool enter_mode(clockid_t clock, uint32_t mode, struct timespec *ts)
+{
+	uint32_t seen = atomic_load_explicit(&mode_seen[clock],
+					     memory_order_acquire);
+	bool seed = seen == PVREAD_MODE_STABLE || seen == PVREAD_MODE_LINE;
+
+	if (mode == PVREAD_MODE_LINE &&
+	    !atomic_load_explicit(&line_used, memory_order_relaxed))
+		atomic_store_explicit(&line_used, true, memory_order_relaxed);
+	if (seed)
+		slow_clock_gettime(clock, ts, PVREAD_SLOW_SEED);
+	atomic_store_explicit(&mode_seen[clock], mode, memory_order_release);
+	return seed;
 }
 
 /* The read for one clock; inlined with @clock a constant, once per clock. */
 static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 {
-	enum pvread_slow_reason why;
+	enum pvread_slow_reason why = PVREAD_SLOW_OTHER;
 	const struct mapping *m;
 	uint32_t mode;
 
 	/* A bad clock or pointer gets libc's own answer: EINVAL, EFAULT. */
 	if (!is_mirrored(clock) || !ts)
-		return slow_clock_gettime(clock, ts, PVREAD_SLOW_OTHER);
+		goto slow;
 	m = get_map();
-	if (unlikely(!m))
-		return slow_clock_gettime(clock, ts, PVREAD_SLOW_NO_PAGE);
+	if (unlikely(!m)) {
+		why = PVREAD_SLOW_NO_PAGE;
+		goto slow;
+	}
 	mode = read_fast(m, clock, ts, &why);
-	if (mode == PVREAD_MODE_NONE)
-		return slow_clock_gettime(clock, ts, why);
-	if (!never_back(clock)) {
-		stats.fast++;
-		return 0;
-	}
-	/*
-	 * The kernel's own MONOTONIC_COARSE steps back on NTP frequency
-	 * changes before Linux 6.15; the page's is held, but a fallback
-	 * reads the kernel's.  Its floor moves once a tick, so raising it
-	 * on every read costs no shared writes to speak of.
-	 */
-	if (clock == CLOCK_MONOTONIC_COARSE) {
+	if (unlikely(mode == PVREAD_MODE_NONE))
+		goto slow;
+	if (fine_never_back(clock)) {
+		if (unlikely(atomic_load_explicit(&mode_seen[clock],
+						  memory_order_relaxed) != mode) &&
+		    enter_mode(clock, mode, ts))
+			return 0;
+		if (mode == PVREAD_MODE_PERCPU)
+			apply_floor(clock, ts);
+		else
+			respect_floor(clock, ts);
+	} else if (clock == CLOCK_MONOTONIC_COARSE) {
+		/*
+		 * The kernel's own MONOTONIC_COARSE steps back on NTP
+		 * frequency changes before Linux 6.15; the page's is held,
+		 * but a fallback reads the kernel's.  Its floor moves once a
+		 * tick, so raising it on every read costs no shared writes
+		 * to speak of.
+		 */
 		apply_floor(clock, ts);
-		stats.fast++;
-		return 0;
 	}
-	if (mode == PVREAD_MODE_STABLE) {
-		if (atomic_load_explicit(&mode_seen, memory_order_relaxed) !=
-		    PVREAD_MODE_STABLE)
-			atomic_store_explicit(&mode_seen, PVREAD_MODE_STABLE,
-					      memory_order_relaxed);
-		respect_floor(clock, ts);
-		stats.fast++;
-		return 0;
-	}
-	/*
-	 * Entering per-CPU mode: stable readings did not raise the floor, so
-	 * raise it to the kernel's clock now, which is past all of them.
-	 */
-	if (atomic_load_explicit(&mode_seen, memory_order_acquire) !=
-	    PVREAD_MODE_PERCPU) {
-		slow_clock_gettime(clock, ts, PVREAD_SLOW_SEED);
-		atomic_store_explicit(&mode_seen, PVREAD_MODE_PERCPU,
-				      memory_order_release);
-		return 0;
-	}
-	apply_floor(clock, ts);
 	stats.fast++;
 	return 0;
+slow:
+	return slow_clock_gettime(clock, ts, why);
 }
 
 /* One function per clock, so that each has only the registers it needs. */
