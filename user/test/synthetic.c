@@ -35,6 +35,8 @@ static void calibrate(struct synthetic *s)
 	t1 = now_ns(CLOCK_MONOTONIC_RAW);
 	c1 = __rdtsc();
 	s->tsc_hz = (c1 - c0) * NSEC_PER_SEC / (t1 - t0);
+	s->rate_tsc0 = c0;
+	s->rate_raw0 = t0;
 
 	/* Xen's form: mul in [2^31, 2^32) after shifting the frequency. */
 	s->shift = 0;
@@ -193,6 +195,204 @@ void synthetic_tick(struct synthetic *s)
 	synthetic_write_end(s);
 }
 
+/* Nanoseconds << 32 in a second: the unit of the line's bases. */
+#define SEC_SHIFTED ((__int128)NSEC_PER_SEC << 32)
+
+static bool is_fine(clockid_t clock)
+{
+	return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC ||
+	       clock == CLOCK_MONOTONIC_RAW || clock == CLOCK_BOOTTIME ||
+	       clock == CLOCK_TAI;
+}
+
+/* A base of the line as one number, nanoseconds << 32, and back. */
+static __int128 line_base(const struct pvread_clock_base *b)
+{
+	return (__int128)b->sec * SEC_SHIFTED + b->snsec;
+}
+
+static void set_line_base(struct pvread_clock_base *b, __int128 v)
+{
+	__int128 sec = v / SEC_SHIFTED, rem = v % SEC_SHIFTED;
+
+	if (rem < 0) {
+		rem += SEC_SHIFTED;
+		sec--;
+	}
+	STORE(b->sec, (int64_t)sec);
+	STORE(b->snsec, (uint64_t)rem);
+}
+
+/* The line's @clock at @tsc, clamped to its ends, ns << 32: exact. */
+static __int128 line_at(const struct pvread_line *l, clockid_t clock,
+			uint64_t tsc)
+{
+	bool raw = clock == CLOCK_MONOTONIC_RAW;
+	uint64_t d = pvread_line_delta(tsc, l->tsc_timestamp);
+	unsigned int shift = raw ? l->raw_shift : l->shift;
+
+	if (d > l->tsc_span)
+		d = l->tsc_span;
+	return line_base(&l->base[clock]) +
+	       (__int128)((unsigned __int128)(d << shift) *
+			  (raw ? l->raw_mul : l->mul));
+}
+
+int64_t synthetic_line_ns(struct synthetic *s, clockid_t clock, uint64_t tsc)
+{
+	const struct pvread_line *l = &s->hdr->line;
+
+	if (!l->tsc_span || !is_fine(clock))
+		return 0;
+	return (int64_t)(line_at(l, clock, tsc) >> 32);
+}
+
+/*
+ * ns per tick << (32 - shift): the TSC's frequency against
+ * CLOCK_MONOTONIC_RAW since calibration began, steered to make up @err ns
+ * over the next eight periods, by at most 100 ppm (NTP's limit is 500).
+ */
+static uint32_t line_mul(struct synthetic *s, uint64_t tsc, uint64_t raw,
+			 unsigned int shift, int64_t err)
+{
+	int64_t horizon = 8 * (s->period_us ? s->period_us : 1000) * 1000;
+	int64_t m = (int64_t)(((unsigned __int128)(raw - s->rate_raw0) <<
+			       (32 - shift)) / (tsc - s->rate_tsc0));
+
+	if (err > horizon / 10000)
+		err = horizon / 10000;
+	if (err < -horizon / 10000)
+		err = -horizon / 10000;
+	return (uint32_t)(m + m * err / horizon);
+}
+
+/*
+ * A new line, as the module starts one: anchored @margin ticks ahead of the
+ * TSC read after the header's seq is made odd and visible, so that a reader
+ * still on the old line read its TSC before the anchor, and the new one
+ * starts exactly where the old one stands at the anchor.  Behind the host
+ * (plus the offset) by more than @jump ns, it starts there instead: a step
+ * forward, never back.  The header must be open for writing.
+ */
+static void anchor_line(struct synthetic *s, uint64_t mono, uint64_t tsc_mono,
+			uint64_t raw, uint64_t tsc_raw, int64_t jump)
+{
+	struct pvread_line *l = &s->hdr->line;
+	bool first = !l->tsc_span;
+	__int128 v, v_raw, host, host_raw;
+	uint32_t mul, raw_mul;
+	uint64_t tsc, anchor;
+	int i;
+
+	mul = line_mul(s, tsc_mono, raw, l->shift, first ? 0 :
+		       (int64_t)(mono + s->line_offset) -
+		       (int64_t)(line_at(l, CLOCK_MONOTONIC, tsc_mono) >> 32));
+	raw_mul = line_mul(s, tsc_raw, raw, l->raw_shift, first ? 0 :
+			   (int64_t)(raw + s->line_offset) -
+			   (int64_t)(line_at(l, CLOCK_MONOTONIC_RAW,
+					     tsc_raw) >> 32));
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);	/* the odd seq is out */
+	tsc = __rdtsc();
+	anchor = tsc + s->line_margin;
+	host = ((__int128)(mono + s->line_offset) << 32) +
+	       (__int128)(anchor - tsc_mono) * mul;
+	host_raw = ((__int128)(raw + s->line_offset) << 32) +
+		   (__int128)(anchor - tsc_raw) * raw_mul;
+	if (first) {
+		v = host;
+		v_raw = host_raw;
+	} else {
+		v = line_at(l, CLOCK_MONOTONIC, anchor);
+		v_raw = line_at(l, CLOCK_MONOTONIC_RAW, anchor);
+		if (host - v > ((__int128)jump << 32))
+			v = host;
+		if (host_raw - v_raw > ((__int128)jump << 32))
+			v_raw = host_raw;
+	}
+	STORE(l->tsc_timestamp, anchor);
+	STORE(l->tsc_span, s->tsc_hz);	/* a second without ticks: syscall */
+	STORE(l->mul, mul);
+	STORE(l->raw_mul, raw_mul);
+	set_line_base(&l->base[CLOCK_MONOTONIC], v);
+	for (i = 0; i < 3; i++)
+		set_line_base(&l->base[i == 0 ? CLOCK_REALTIME :
+				       i == 1 ? CLOCK_BOOTTIME : CLOCK_TAI],
+			      v + ((__int128)s->offset[i] << 32));
+	set_line_base(&l->base[CLOCK_MONOTONIC_RAW], v_raw);
+	STORE(l->anchors, l->anchors + 1);
+	s->line_update_tsc = tsc;
+}
+
+/* The host's CLOCK_MONOTONIC and _RAW, each with the TSC just after. */
+static void host_pairs(uint64_t *mono, uint64_t *tsc_mono, uint64_t *raw,
+		       uint64_t *tsc_raw)
+{
+	*mono = now_ns(CLOCK_MONOTONIC);
+	*tsc_mono = __rdtsc();
+	*raw = now_ns(CLOCK_MONOTONIC_RAW);
+	*tsc_raw = __rdtsc();
+}
+
+void synthetic_line_update(struct synthetic *s)
+{
+	uint64_t mono, tsc_mono, raw, tsc_raw;
+
+	if (!s->line_live)
+		return;
+	host_pairs(&mono, &tsc_mono, &raw, &tsc_raw);
+	synthetic_write_begin(s);
+	/* A line a millisecond behind (a stalled ticker) jumps to the host. */
+	anchor_line(s, mono, tsc_mono, raw, tsc_raw, 1000000);
+	synthetic_write_end(s);
+}
+
+void synthetic_line_shift(struct synthetic *s, int64_t ns)
+{
+	struct pvread_line *l = &s->hdr->line;
+	int i;
+
+	synthetic_write_begin(s);
+	s->line_offset += ns;
+	for (i = 0; i < PVREAD_NR_CLOCK_BASES; i++)
+		if (is_fine(i))
+			set_line_base(&l->base[i], line_base(&l->base[i]) +
+				      ((__int128)ns << 32));
+	STORE(l->anchors, l->anchors + 1);
+	synthetic_write_end(s);
+}
+
+void synthetic_line_leave(struct synthetic *s, uint32_t mode)
+{
+	struct pvread_line *l = &s->hdr->line;
+	uint64_t d;
+
+	s->line_live = false;
+	synthetic_write_begin(s);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	d = pvread_line_delta(__rdtsc(), l->tsc_timestamp);
+	/* span 0 would say there never was a line */
+	if (d < l->tsc_span)
+		STORE(l->tsc_span, d ? d : 1);
+	STORE(s->hdr->mode, mode);
+	STORE(s->hdr->line_state, PVREAD_LINE_OFF);
+	synthetic_write_end(s);
+}
+
+void synthetic_line_enter(struct synthetic *s, int64_t ns)
+{
+	uint64_t mono, tsc_mono, raw, tsc_raw;
+
+	host_pairs(&mono, &tsc_mono, &raw, &tsc_raw);
+	synthetic_write_begin(s);
+	s->line_offset = ns;
+	/* from the old line's end, or the host's clock if that is later */
+	anchor_line(s, mono, tsc_mono, raw, tsc_raw, 0);
+	STORE(s->hdr->mode, PVREAD_MODE_LINE);
+	STORE(s->hdr->line_state, PVREAD_LINE_ACTIVE);
+	synthetic_write_end(s);
+	s->line_live = true;
+}
+
 int synthetic_init(struct synthetic *s, uint32_t mode)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
@@ -206,6 +406,10 @@ int synthetic_init(struct synthetic *s, uint32_t mode)
 		return -1;
 	}
 	nr = mode == PVREAD_MODE_STABLE ? 1 : (unsigned int)ncpu;
+	if (mode > PVREAD_MODE_LINE) {
+		errno = EINVAL;
+		return -1;
+	}
 	s->size = 4096 + (size_t)nr * sizeof(struct pvread_record);
 	h = mmap(NULL, s->size, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -218,8 +422,11 @@ int synthetic_init(struct synthetic *s, uint32_t mode)
 	h->abi_version = PVREAD_ABI_VERSION;
 	h->mode = mode;
 	h->flags = PVREAD_FLAG_XEN_CLOCKSOURCE | PVREAD_FLAG_TSC_AUX;
-	if (mode == PVREAD_MODE_STABLE)
+	h->line_state = PVREAD_LINE_UNVOUCHED;
+	if (mode == PVREAD_MODE_STABLE) {
 		h->flags |= PVREAD_FLAG_TSC_STABLE;
+		h->line_state = PVREAD_LINE_STABLE;
+	}
 	h->nr_records = nr;
 	h->nr_registered = nr;
 	h->record_offset = 4096;
@@ -250,7 +457,21 @@ int synthetic_init(struct synthetic *s, uint32_t mode)
 		r->state = PVREAD_RECORD_REGISTERED;
 		r->xen_vcpu_id = i;
 	}
+	/*
+	 * The line: shift 0 for a TSC above 1 GHz, room for the steering's
+	 * 100 ppm in mul; anchors a microsecond ahead of their update.
+	 */
+	while (((NSEC_PER_SEC << (32 - h->line.shift)) / s->tsc_hz) >=
+	       (1ULL << 32) - (1ULL << 22))
+		h->line.shift++;
+	h->line.raw_shift = h->line.shift;
+	s->line_margin = s->tsc_hz / 1000000;
 	synthetic_tick(s);
+	if (mode == PVREAD_MODE_LINE) {
+		h->line_state = PVREAD_LINE_ACTIVE;
+		h->flags |= PVREAD_FLAG_HOST_TSC_RELIABLE;
+		synthetic_line_enter(s, 0);
+	}
 	return 0;
 }
 
@@ -269,6 +490,7 @@ static void *ticker(void *arg)
 	while (!atomic_load(&s->stop)) {
 		nanosleep(&pause, NULL);
 		synthetic_tick(s);
+		synthetic_line_update(s);
 	}
 	return NULL;
 }

@@ -4,7 +4,7 @@
  * clock_gettime (the vDSO where it can) and the clock_gettime system call,
  * in one run, with min and median over repetitions and the ratios.
  *
- *   pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s stable|percpu]
+ *   pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s stable|percpu|line]
  *   pvread-bench -l N -v libc|pvread|syscall
  *
  * -s reads a synthetic page built in memory (no module needed) in that
@@ -211,7 +211,7 @@ static int loop(long n, const char *via)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s stable|percpu]\n"
+		"usage: pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s stable|percpu|line]\n"
 		"       pvread-bench -l N -v libc|pvread|syscall\n");
 	exit(2);
 }
@@ -249,7 +249,8 @@ int main(int argc, char **argv)
 	}
 	if (synth) {
 		uint32_t mode = !strcmp(synth, "stable") ? PVREAD_MODE_STABLE :
-				!strcmp(synth, "percpu") ? PVREAD_MODE_PERCPU : 0;
+				!strcmp(synth, "percpu") ? PVREAD_MODE_PERCPU :
+				!strcmp(synth, "line") ? PVREAD_MODE_LINE : 0;
 
 		if (!mode)
 			usage();
