@@ -118,6 +118,7 @@ static struct {
 	cpumask_var_t registered;
 	cpumask_var_t tsc_aux_ok;
 	cpumask_var_t prepared;		/* online callback has run */
+	cpumask_var_t to_register;	/* after a resume, by each CPU itself */
 	bool xen_clocksource;		/* at the last timekeeper update */
 	bool ready;			/* warmed up, records readable */
 	bool suspended;			/* between syscore suspend and resume */
@@ -350,6 +351,42 @@ static int pvread_register_area(unsigned int cpu, struct pvread_pvclock *p)
 				  xen_vcpu_nr(cpu), &area);
 }
 
+/*
+ * Xen may have half taken a registration it refused: tell it to let go,
+ * and if it will not, the pages must never be freed.  pv.lock not needed.
+ */
+static void pvread_unregister_area(unsigned int cpu)
+{
+	int ret = pvread_register_area(cpu, NULL);
+
+	if (ret) {
+		pr_err("cpu%u: Xen kept vCPU %u's time area: %d\n",
+		       cpu, xen_vcpu_nr(cpu), ret);
+		pv.cpus[cpu].stuck = true;
+	}
+}
+
+/*
+ * Register @cpu's record; on @cpu itself, since Xen fills the record, and
+ * rewrites the vCPU's own primary record, from the calling pCPU's
+ * calibration.  pv.lock held, or @cpu not yet in pv.prepared.
+ */
+static int pvread_register_self(unsigned int cpu)
+{
+	struct pvread_record *rec = pvread_record(cpu);
+	int ret;
+
+	ret = pvread_register_area(cpu, &rec->pvclock);
+	if (ret) {
+		pr_err("cpu%u: Xen refused a time area for vCPU %u: %d\n",
+		       cpu, xen_vcpu_nr(cpu), ret);
+		pvread_unregister_area(cpu);
+		return ret;
+	}
+	WRITE_ONCE(rec->registered_on, smp_processor_id());
+	return 0;
+}
+
 /* Linux's own vDSO reads this area when Xen's TSC is stable. */
 static bool pvread_kernel_owns(unsigned int cpu)
 {
@@ -372,15 +409,12 @@ static int pvread_cpu_online(unsigned int cpu)
 	pc->error = 0;
 	rec->xen_vcpu_id = xen_vcpu_nr(cpu);
 	if (!pvread_kernel_owns(cpu)) {
-		ret = pvread_register_area(cpu, &rec->pvclock);
-		if (ret) {
-			pr_err("cpu%u: Xen refused a time area for vCPU %u: %d\n",
-			       cpu, xen_vcpu_nr(cpu), ret);
-			pc->error = ret;
-		}
+		ret = pvread_register_self(cpu);
+		pc->error = ret;
 	}
 
 	raw_spin_lock_irqsave(&pv.lock, irqflags);
+	cpumask_clear_cpu(cpu, pv.to_register);
 	pvread_setup_tsc_aux(cpu, pc);
 	cpumask_set_cpu(cpu, pv.prepared);
 	if (!ret && !pvread_kernel_owns(cpu)) {
@@ -405,10 +439,10 @@ static int pvread_cpu_offline(unsigned int cpu)
 	struct pvread_cpu *pc = &pv.cpus[cpu];
 	bool was_registered;
 	unsigned long irqflags;
-	int ret;
 
 	raw_spin_lock_irqsave(&pv.lock, irqflags);
 	was_registered = cpumask_test_and_clear_cpu(cpu, pv.registered);
+	cpumask_clear_cpu(cpu, pv.to_register);
 	WRITE_ONCE(rec->state, 0);
 	cpumask_clear_cpu(cpu, pv.prepared);
 	cpumask_clear_cpu(cpu, pv.tsc_aux_ok);
@@ -419,15 +453,8 @@ static int pvread_cpu_offline(unsigned int cpu)
 		wrmsrl_safe(MSR_TSC_AUX, pc->saved_tsc_aux);
 		pc->wrote_tsc_aux = false;
 	}
-	if (was_registered) {
-		ret = pvread_register_area(cpu, NULL);
-		if (ret) {
-			/* Xen may still write there: the pages must live on. */
-			pr_err("cpu%u: Xen kept vCPU %u's time area: %d\n",
-			       cpu, xen_vcpu_nr(cpu), ret);
-			pc->stuck = true;
-		}
-	}
+	if (was_registered)
+		pvread_unregister_area(cpu);
 	return 0;
 }
 
@@ -1078,11 +1105,17 @@ static ssize_t registered_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
 {
 	unsigned long irqflags;
+	cpumask_var_t snap;
 	ssize_t len;
 
+	/* Formatting under pv.lock would make every reader of it wait. */
+	if (!alloc_cpumask_var(&snap, GFP_KERNEL))
+		return -ENOMEM;
 	raw_spin_lock_irqsave(&pv.lock, irqflags);
-	len = sysfs_emit(buf, "%*pbl\n", cpumask_pr_args(pv.registered));
+	cpumask_copy(snap, pv.registered);
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+	len = sysfs_emit(buf, "%*pbl\n", cpumask_pr_args(snap));
+	free_cpumask_var(snap);
 	return len;
 }
 static DEVICE_ATTR_RO(registered);
@@ -1238,14 +1271,36 @@ static struct miscdevice pvread_misc = {
  *    syscore hooks run on CPU 0 inside stop_machine with every other CPU
  *    still online, and after a restore Xen has forgotten every secondary
  *    area and the TSC may run at another rate.
- * So: at suspend publish mode none; at resume register every area that was
- * registered again (Xen accepts it for any vCPU of the domain, and a second
- * registration of the same area is harmless), start the bound's history
- * afresh but carry its worst over until readers' floors cannot be ahead by
- * more (see carry_ns), and have a work item check TSC_AUX on every CPU before the page
- * says per-CPU again.  The syscore hooks rather than a PM notifier, since
- * Xen's own suspend path calls no PM notifier.
+ * So: at suspend publish mode none, end the line and have Xen let go of
+ * every area (as Linux does with its own, xen_save_time_memory_area()), so
+ * that nothing stays registered whatever happens next; at resume start the
+ * bound's history afresh but carry its worst over until readers' floors
+ * cannot be ahead by more (see carry_ns), and have a work item register
+ * each record again from its own CPU (Xen fills it, and rewrites that
+ * vCPU's primary record, from the calling pCPU's calibration), check
+ * TSC_AUX there, and check the TSC across vCPUs before the page says
+ * per-CPU or line again.  Before a reboot or kexec, too, every area is let
+ * go.  The syscore hooks rather than a PM notifier, since Xen's own
+ * suspend path calls no PM notifier.
  */
+/*
+ * Tell Xen to stop writing every area; remember them in @keep (to register
+ * again after a resume) unless NULL.  pv.lock held.
+ */
+static void pvread_unregister_all(struct cpumask *keep)
+{
+	unsigned int cpu;
+
+	for_each_cpu(cpu, pv.registered) {
+		WRITE_ONCE(pvread_record(cpu)->state, 0);
+		pvread_unregister_area(cpu);
+		if (keep)
+			cpumask_set_cpu(cpu, keep);
+	}
+	cpumask_clear(pv.registered);
+	pvread_republish();
+}
+
 static int pvread_syscore_suspend_hook(void)
 {
 	u64 bound;
@@ -1261,23 +1316,26 @@ static int pvread_syscore_suspend_hook(void)
 	pv.carry_at_suspend = bound == U64_MAX ? 0 : bound;
 	pv.suspended = true;
 	pvread_republish();
+	pvread_unregister_all(pv.to_register);
 	raw_spin_unlock(&pv.lock);
 	return 0;
 }
 
+/* Before a reboot or kexec: the next kernel gets these pages. */
+static void pvread_syscore_shutdown_hook(void)
+{
+	raw_spin_lock(&pv.lock);
+	pv.suspended = true;
+	pvread_republish();
+	pvread_unregister_all(NULL);
+	raw_spin_unlock(&pv.lock);
+}
+
 static void pvread_syscore_resume_hook(void)
 {
-	unsigned int cpu, self = smp_processor_id();
-	int ret;
+	unsigned int self = smp_processor_id();
 
 	raw_spin_lock(&pv.lock);
-	for_each_cpu(cpu, pv.registered) {
-		ret = pvread_register_area(cpu, &pvread_record(cpu)->pvclock);
-		if (ret) {
-			WRITE_ONCE(pvread_record(cpu)->state, 0);
-			cpumask_clear_cpu(cpu, pv.registered);
-		}
-	}
 	cpumask_and(pv.tsc_aux_ok, pv.tsc_aux_ok, cpumask_of(self));
 	/* Maybe another host, another TSC: no line until checked again. */
 	pv.tsc_checked = false;
@@ -1298,6 +1356,11 @@ static int pvread_syscore_suspend(void *data)
 	return pvread_syscore_suspend_hook();
 }
 
+static void pvread_syscore_shutdown(void *data)
+{
+	pvread_syscore_shutdown_hook();
+}
+
 static void pvread_syscore_resume(void *data)
 {
 	pvread_syscore_resume_hook();
@@ -1306,6 +1369,7 @@ static void pvread_syscore_resume(void *data)
 static const struct syscore_ops pvread_syscore_ops = {
 	.suspend = pvread_syscore_suspend,
 	.resume = pvread_syscore_resume,
+	.shutdown = pvread_syscore_shutdown,
 };
 
 static struct syscore pvread_syscore = {
@@ -1325,6 +1389,7 @@ static void pvread_unregister_syscore(void)
 static struct syscore_ops pvread_syscore_ops = {
 	.suspend = pvread_syscore_suspend_hook,
 	.resume = pvread_syscore_resume_hook,
+	.shutdown = pvread_syscore_shutdown_hook,
 };
 
 static void pvread_register_syscore(void)
@@ -1338,11 +1403,17 @@ static void pvread_unregister_syscore(void)
 }
 #endif
 
-static void pvread_check_tsc_aux(void *unused)
+/* After a resume, on each CPU: its record again, TSC_AUX checked. */
+static void pvread_resume_cpu(void *unused)
 {
 	unsigned int cpu = smp_processor_id();
 
 	raw_spin_lock(&pv.lock);
+	if (cpumask_test_and_clear_cpu(cpu, pv.to_register) &&
+	    !pvread_register_self(cpu)) {
+		cpumask_set_cpu(cpu, pv.registered);
+		WRITE_ONCE(pvread_record(cpu)->state, PVREAD_RECORD_REGISTERED);
+	}
 	if (cpumask_test_cpu(cpu, pv.prepared))
 		pvread_setup_tsc_aux(cpu, &pv.cpus[cpu]);
 	pvread_republish();
@@ -1354,7 +1425,7 @@ static void pvread_resume_work(struct work_struct *work)
 	unsigned int cpu;
 
 	cpus_read_lock();
-	on_each_cpu(pvread_check_tsc_aux, NULL, 1);
+	on_each_cpu(pvread_resume_cpu, NULL, 1);
 	for_each_cpu(cpu, pv.prepared)
 		if (pv.has_rdtscp && !cpumask_test_cpu(cpu, pv.tsc_aux_ok))
 			pr_warn("cpu%u: TSC_AUX wrong after resume\n", cpu);
@@ -1467,6 +1538,7 @@ static void pvread_free(void)
 	free_cpumask_var(pv.registered);
 	free_cpumask_var(pv.tsc_aux_ok);
 	free_cpumask_var(pv.prepared);
+	free_cpumask_var(pv.to_register);
 	kfree(pv.cpus);
 	pv.cpus = NULL;
 }
@@ -1510,7 +1582,8 @@ static int __init pvread_init(void)
 	pv.cpus = kcalloc(nr_cpu_ids, sizeof(*pv.cpus), GFP_KERNEL);
 	if (!pv.cpus || !zalloc_cpumask_var(&pv.registered, GFP_KERNEL) ||
 	    !zalloc_cpumask_var(&pv.tsc_aux_ok, GFP_KERNEL) ||
-	    !zalloc_cpumask_var(&pv.prepared, GFP_KERNEL)) {
+	    !zalloc_cpumask_var(&pv.prepared, GFP_KERNEL) ||
+	    !zalloc_cpumask_var(&pv.to_register, GFP_KERNEL)) {
 		ret = -ENOMEM;
 		goto err_free;
 	}

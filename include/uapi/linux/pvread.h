@@ -106,7 +106,9 @@ struct pvread_record {
 	struct pvread_pvclock pvclock;	/* written by Xen */
 	__u32 state;			/* PVREAD_RECORD_* */
 	__u32 xen_vcpu_id;
-	__u64 reserved[3];
+	__u32 registered_on;		/* CPU that asked Xen for it (itself) */
+	__u32 pad;
+	__u64 reserved[2];
 };
 
 /* One clock's base, as in the kernel's vDSO data. */
@@ -226,6 +228,7 @@ __PVREAD_ASSERT_OFFSET(struct pvread_pvclock, tsc_shift, 28);
 __PVREAD_ASSERT_OFFSET(struct pvread_pvclock, flags, 29);
 _Static_assert(sizeof(struct pvread_pvclock) == 32, "pvread_pvclock size");
 __PVREAD_ASSERT_OFFSET(struct pvread_record, state, 32);
+__PVREAD_ASSERT_OFFSET(struct pvread_record, registered_on, 40);
 _Static_assert(sizeof(struct pvread_record) == 64, "pvread_record size");
 _Static_assert(sizeof(struct pvread_clock_base) == 16, "clock_base size");
 __PVREAD_ASSERT_OFFSET(struct pvread_timekeeper, mult, 24);
