@@ -31,8 +31,10 @@
 #include <asm/xen/hypercall.h>
 #include <asm/xen/hypervisor.h>
 #include <xen/interface/vcpu.h>
+#include <xen/features.h>
 #include <xen/xen.h>
 #include <xen/xen-ops.h>
+#include <asm/xen/page.h>
 
 #include <linux/pvread.h>
 
@@ -113,6 +115,7 @@ static struct {
 	enum cpuhp_state hp_state;
 	bool cpu0_owned_by_kernel;
 	bool has_rdtscp;		/* per-CPU mode needs it, line mode not */
+	bool phys_area;			/* areas by physical address */
 
 	raw_spinlock_t lock;		/* header writes, everything below */
 	cpumask_var_t registered;
@@ -341,12 +344,28 @@ static void pvread_setup_tsc_aux(unsigned int cpu, struct pvread_cpu *pc)
 		cpumask_set_cpu(cpu, pv.tsc_aux_ok);
 }
 
+/*
+ * Xen 4.18 on takes the area by guest physical address too, and then keeps
+ * it current whatever mode the vCPU runs in: the area registered by virtual
+ * address is not written while a 64-bit PV vCPU runs in user mode (the
+ * kernel's mappings are absent then).  ~0 lets go of it.  Not yet in
+ * Linux's copies of Xen's headers: Xen's public vcpu.h and features.h.
+ */
+#define PVREAD_VCPUOP_TIME_PHYS_AREA	15
+#define PVREAD_XENFEAT_TIME_PHYS_AREA	19
+
 static int pvread_register_area(unsigned int cpu, struct pvread_pvclock *p)
 {
 	struct vcpu_register_time_memory_area area = {
 		.addr.v = (struct pvclock_vcpu_time_info *)p,
 	};
+	u64 addr;
 
+	if (pv.phys_area) {
+		addr = p ? virt_to_machine(p).maddr : ~0ULL;
+		return HYPERVISOR_vcpu_op(PVREAD_VCPUOP_TIME_PHYS_AREA,
+					  xen_vcpu_nr(cpu), &addr);
+	}
 	return HYPERVISOR_vcpu_op(VCPUOP_register_vcpu_time_memory_area,
 				  xen_vcpu_nr(cpu), &area);
 }
@@ -1215,6 +1234,13 @@ static ssize_t xen_tsc_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(xen_tsc);
 
+static ssize_t area_show(struct device *dev, struct device_attribute *attr,
+			 char *buf)
+{
+	return sysfs_emit(buf, "%s\n", pv.phys_area ? "phys" : "virt");
+}
+static DEVICE_ATTR_RO(area);
+
 static void pvread_tsc_check(void);
 
 /* Root asks for the cross-vCPU TSC check now (tests, after a host change). */
@@ -1237,6 +1263,7 @@ static struct attribute *pvread_attrs[] = {
 	&dev_attr_line_anchors.attr,
 	&dev_attr_tsc_warp.attr,
 	&dev_attr_xen_tsc.attr,
+	&dev_attr_area.attr,
 	&dev_attr_tsc_check.attr,
 	&dev_attr_mode.attr,
 	&dev_attr_flags.attr,
@@ -1571,6 +1598,7 @@ static int __init pvread_init(void)
 		return -ENODEV;
 	}
 	pv.has_rdtscp = pvread_cpu_has_rdtscp();
+	pv.phys_area = xen_feature(PVREAD_XENFEAT_TIME_PHYS_AREA);
 
 	pv.size = PAGE_SIZE + PAGE_ALIGN(nr_cpu_ids * sizeof(struct pvread_record));
 	if (nr_cpu_ids > PVREAD_MAX_RECORDS || pv.size > U32_MAX) {
@@ -1630,8 +1658,9 @@ static int __init pvread_init(void)
 	if (ret)
 		goto err_syscore;
 
-	pr_info("%u vCPU records registered%s; clocksource %s\n",
+	pr_info("%u vCPU records registered by %s address%s; clocksource %s\n",
 		cpumask_weight(pv.registered),
+		pv.phys_area ? "physical" : "virtual",
 		pv.cpu0_owned_by_kernel ? " (vCPU 0's belongs to the vDSO)" : "",
 		(h->flags & PVREAD_FLAG_XEN_CLOCKSOURCE) ? "xen" : "not xen");
 	return 0;
