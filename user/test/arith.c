@@ -22,7 +22,7 @@ int main(void)
 	uint64_t out = 0;
 	int ok;
 
-	tap_plan(11);
+	tap_plan(19);
 	/* mul 2^31 is one half; shift +1 doubles first: ns = delta. */
 	check(P(1012345, 1000000, 7, 1U << 31, 1), 12345 + 7, "identity scale");
 	/* shift -1 halves, mul one half: ns = delta / 4. */
@@ -59,5 +59,28 @@ int main(void)
 	ok = pvread_tk_shifted_ns(0x100000010ULL, 0x10, 0xffffffffULL,
 				  UINT64_MAX, 1, 0, &out);
 	check(ok ? out : 1, 0, "mask applied to the delta");
+
+	/* Line: a TSC 100 ticks before the anchor is the anchor. */
+	check(pvread_line_delta(100, 200), 0, "line: before the anchor, no delta");
+	/* 2^64 - 5 to 5 is 10 ticks, not a TSC before the anchor. */
+	check(pvread_line_delta(5, UINT64_MAX - 4), 10,
+	      "line: delta across the 2^64 wrap");
+	/* mul 2^31 << shift 1: one ns a tick, from 7 ns. */
+	ok = pvread_line_ns(1000, 1U << 31, 1, 7ULL << 32, &out);
+	check(ok ? out : 0, 1007, "line: one ns a tick");
+	/* half a ns from snsec, half from one tick at mul 2^31: exactly 6. */
+	ok = pvread_line_ns(1, 1U << 31, 0, (5ULL << 32) | (1U << 31), &out);
+	check(ok ? out : 0, 6, "line: the fractions of base and product add");
+	/* 2^63 * (2^32 - 1) >> 32 = 2^63 - 2^31: needs 128 bits. */
+	ok = pvread_line_ns(1ULL << 63, UINT32_MAX, 0, 0, &out);
+	check(ok ? out : 0, (1ULL << 63) - (1ULL << 31),
+	      "line: 128-bit product");
+	/* (2^32 - 1) << 32 fits; * 1 >> 32 gives it back. */
+	ok = pvread_line_ns(UINT32_MAX, 1, 32, 0, &out);
+	check(ok ? out : 0, UINT32_MAX, "line: shift 32, largest delta that fits");
+	ok = pvread_line_ns(1ULL << 32, 1, 32, 0, &out);
+	tap_result(!ok, "line: delta << shift beyond 64 bits refused");
+	ok = pvread_line_ns(0, 1, 33, 0, &out);
+	tap_result(!ok, "line: shift beyond 32 refused");
 	return tap_exit();
 }

@@ -316,11 +316,31 @@ static int header_rewritten_mid_read(void)
 	return bad || !st.fast || !st.retries;
 }
 
+/*
+ * The ticker is the page's one writer while it runs; a test that writes
+ * the page itself stops it first, or two writers would tear the seqcount.
+ */
+static long paused_period_us;
+
+static void pause_ticker(void)
+{
+	paused_period_us = page.ticking ? page.period_us : 0;
+	synthetic_stop(&page);
+}
+
+static void resume_ticker(void)
+{
+	if (paused_period_us)
+		synthetic_start(&page, paused_period_us);
+}
+
 static void set_mode(uint32_t mode)
 {
+	pause_ticker();
 	synthetic_write_begin(&page);
 	page.hdr->mode = mode;
 	synthetic_write_end(&page);
+	resume_ticker();
 }
 
 static int clocksource_flip(void)
@@ -357,9 +377,11 @@ static int bound_above_tolerance(void)
 		printf("# within the tolerance: not tried, rdtscp does not name the CPU here\n");
 		return bad != 0;
 	}
+	pause_ticker();
 	synthetic_write_begin(&page);
 	page.hdr->error_bound_ns = 400;
 	synthetic_write_end(&page);
+	resume_ticker();
 	bad += bracketed(CLOCK_MONOTONIC, 10000, FAST, STRICT);
 	return bad != 0;
 }
@@ -444,6 +466,457 @@ static int coarse_fallback_writer_stalled(void)
 	       slow_for(PVREAD_SLOW_BUSY) != before + 1;
 }
 
+/* ---- PVREAD_MODE_LINE ---- */
+
+static const clockid_t never_back_clocks[] = { CLOCK_MONOTONIC,
+	CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME };
+#define NR_NEVER_BACK (sizeof(never_back_clocks) / sizeof(never_back_clocks[0]))
+
+static int line_all_clocks(void)
+{
+	static const clockid_t clocks[] = { CLOCK_MONOTONIC, CLOCK_REALTIME,
+		CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW };
+	struct pvread_stats st;
+	long bad = 0;
+	unsigned int i;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	for (i = 0; i < sizeof(clocks) / sizeof(clocks[0]); i++)
+		bad += bracketed(clocks[i], 200000, FAST, STRICT);
+	pvread_get_stats(&st);
+	printf("# %llu line anchors, %llu retries, %llu raised to the floor\n",
+	       (unsigned long long)page.hdr->line.anchors,
+	       (unsigned long long)st.retries, (unsigned long long)st.clamped);
+	return bad || page.hdr->line.anchors < 100;
+}
+
+/* The line's fields, written as the module would, with no ticker running. */
+static void write_line(uint64_t stamp, uint64_t span, uint32_t mul,
+		       unsigned int shift, uint32_t raw_mul,
+		       unsigned int raw_shift, int64_t sec, uint64_t snsec)
+{
+	struct pvread_line *l = &page.hdr->line;
+	int c;
+
+	synthetic_write_begin(&page);
+	l->tsc_timestamp = stamp;
+	l->tsc_span = span;
+	l->mul = mul;
+	l->shift = (uint8_t)shift;
+	l->raw_mul = raw_mul;
+	l->raw_shift = (uint8_t)raw_shift;
+	for (c = 0; c < PVREAD_NR_CLOCK_BASES; c++) {
+		l->base[c].sec = sec;
+		l->base[c].snsec = snsec;
+	}
+	l->anchors++;
+	synthetic_write_end(&page);
+}
+
+/* A line whose anchor lies 100 ms of ticks back, every base at @base_ns. */
+static uint64_t line_from_past(uint32_t mul, unsigned int shift,
+			       uint32_t raw_mul, unsigned int raw_shift,
+			       int64_t base_ns)
+{
+	uint64_t back = page.tsc_hz / 10;
+
+	write_line(__rdtsc() - back, 2 * page.tsc_hz, mul, shift, raw_mul,
+		   raw_shift, base_ns / NSEC_PER_SEC,
+		   (uint64_t)(base_ns % NSEC_PER_SEC) << 32);
+	return back;
+}
+
+/*
+ * CLOCK_MONOTONIC_RAW runs at raw_mul << raw_shift: give it half the rate
+ * of the others in a form that neither mul nor shift alone can give.
+ */
+static int line_raw_rate(void)
+{
+	struct timespec mono, raw;
+	int64_t base = 1000 * NSEC_PER_SEC;
+	struct pvread_line *l;
+	double ratio;
+
+	if (adopt(PVREAD_MODE_LINE, 0))
+		return 1;
+	l = &page.hdr->line;
+	/* rate m; (m / 4) << (shift + 1) is m / 2 */
+	line_from_past(l->mul, l->shift, l->mul / 4, l->shift + 1u, base);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &mono);
+	pvread_clock_gettime(CLOCK_MONOTONIC_RAW, &raw);
+	ratio = (double)(ns_of(&raw) - base) / (double)(ns_of(&mono) - base);
+	printf("# 100 ms of ticks: MONOTONIC +%lld ns, MONOTONIC_RAW +%lld ns, ratio %.4f (want 0.5)\n",
+	       (long long)(ns_of(&mono) - base), (long long)(ns_of(&raw) - base),
+	       ratio);
+	return ratio < 0.499 || ratio > 0.501 || slow_for(PVREAD_SLOW_OTHER);
+}
+
+/*
+ * A TSC read before the line's anchor (the module anchors a little ahead)
+ * holds the anchor's value: exactly, fast, without a retry.
+ */
+static int line_before_anchor(void)
+{
+	const uint64_t snsec = (123456789ULL << 32) | 0xfedcba98;
+	static const clockid_t clocks[] = { CLOCK_MONOTONIC, CLOCK_REALTIME,
+		CLOCK_MONOTONIC_RAW };
+	struct pvread_stats st0, st1;
+	struct pvread_line *l;
+	struct timespec ts;
+	long bad = 0, i;
+
+	if (adopt(PVREAD_MODE_LINE, 0))
+		return 1;
+	l = &page.hdr->line;
+	/* anchored a second of ticks from now, at 5000.123456789 s */
+	write_line(__rdtsc() + page.tsc_hz, 2 * page.tsc_hz, l->mul, l->shift,
+		   l->raw_mul, l->raw_shift, 5000, snsec);
+	pvread_get_stats(&st0);
+	for (i = 0; i < 30000; i++) {
+		pvread_clock_gettime(clocks[i % 3], &ts);
+		if (ts.tv_sec != 5000 || ts.tv_nsec != 123456789)
+			bad++;
+	}
+	pvread_get_stats(&st1);
+	printf("# 30000 reads before the anchor: %ld not the anchor's value, %llu fast, %llu retries, %llu slow\n",
+	       bad, (unsigned long long)(st1.fast - st0.fast),
+	       (unsigned long long)(st1.retries - st0.retries),
+	       (unsigned long long)(st1.slow - st0.slow));
+	return bad || st1.fast - st0.fast != 30000 || st1.retries != st0.retries;
+}
+
+/*
+ * Past tsc_span (the module stopped re-anchoring), or with a shift that
+ * would push the delta out of 64 bits, the kernel answers.
+ */
+static int line_beyond_span(void)
+{
+	struct pvread_line *l;
+	uint64_t before;
+	long bad = 0;
+
+	if (adopt(PVREAD_MODE_LINE, 0))
+		return 1;
+	l = &page.hdr->line;
+	/* anchored 10 ms of ticks ago, readable for 1 ms */
+	write_line(__rdtsc() - page.tsc_hz / 100, page.tsc_hz / 1000, l->mul,
+		   l->shift, l->raw_mul, l->raw_shift, 0, 0);
+	before = slow_for(PVREAD_SLOW_DELTA);
+	bad += bracketed(CLOCK_MONOTONIC, 10000, SLOW, STRICT);
+	bad += bracketed(CLOCK_MONOTONIC_RAW, 10000, SLOW, STRICT);
+	bad += reason_was(PVREAD_SLOW_DELTA, before, 20000);
+	/* within the span, but 2^33 ticks << 32 does not fit in 64 bits */
+	write_line(__rdtsc() - (1ULL << 33), UINT64_MAX, 1, 32, 1, 32, 0, 0);
+	before = slow_for(PVREAD_SLOW_DELTA);
+	bad += bracketed(CLOCK_MONOTONIC, 10000, SLOW, STRICT);
+	bad += reason_was(PVREAD_SLOW_DELTA, before, 10000);
+	/* no module writes a shift beyond 32 */
+	write_line(__rdtsc(), UINT64_MAX, 1, 33, 1, 33, 0, 0);
+	before = slow_for(PVREAD_SLOW_DELTA);
+	bad += bracketed(CLOCK_MONOTONIC_RAW, 10000, SLOW, STRICT);
+	bad += reason_was(PVREAD_SLOW_DELTA, before, 10000);
+	return bad != 0;
+}
+
+static int line_bound_above_tolerance(void)
+{
+	uint64_t before;
+	long bad = 0;
+
+	setenv("PVREAD_MAX_ERROR_NS", "500", 1);
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	/* The page promises 1000 ns: more than the 500 ns asked for. */
+	before = slow_for(PVREAD_SLOW_BOUND);
+	bad += bracketed(CLOCK_MONOTONIC, 10000, SLOW, STRICT);
+	bad += bracketed(CLOCK_REALTIME, 10000, SLOW, STRICT);
+	bad += reason_was(PVREAD_SLOW_BOUND, before, 20000);
+	pause_ticker();
+	synthetic_write_begin(&page);
+	page.hdr->error_bound_ns = 400;
+	synthetic_write_end(&page);
+	resume_ticker();
+	bad += bracketed(CLOCK_MONOTONIC, 10000, FAST, STRICT);
+	bad += bracketed(CLOCK_REALTIME, 10000, FAST, STRICT);
+	return bad != 0;
+}
+
+/*
+ * Line readings leave the floor alone: after a broken module steps the
+ * line back, line readings are not held (no clamp), which they would be
+ * had the earlier ones raised it.  Per-CPU readings (or their fallbacks)
+ * do raise it, and line readings then respect it.
+ */
+static int line_no_shared_write(void)
+{
+	struct pvread_stats st0, st1;
+	struct timespec ts;
+	int64_t last = 0, v;
+	long i, back = 0;
+	unsigned int c;
+	int bad = 0;
+
+	if (adopt(PVREAD_MODE_LINE, 0))
+		return 1;
+	for (i = 0; i < 100000; i++)
+		pvread_clock_gettime(never_back_clocks[i % NR_NEVER_BACK], &ts);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	last = ns_of(&ts);
+	synthetic_line_shift(&page, -10000000);	/* 10 ms back */
+	pvread_get_stats(&st0);
+	for (c = 0; c < NR_NEVER_BACK; c++)
+		pvread_clock_gettime(never_back_clocks[c], &ts);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_get_stats(&st1);
+	v = ns_of(&ts);
+	printf("# line stepped 10 ms back: %lld ns from the last line reading, %llu raised to the floor\n",
+	       (long long)(v - last),
+	       (unsigned long long)(st1.clamped - st0.clamped));
+	bad |= v >= last || st1.clamped != st0.clamped;
+
+	/* Per-CPU readings raise the floor, fast or not. */
+	set_mode(PVREAD_MODE_PERCPU);
+	for (i = 0; i < 1000; i++)
+		for (c = 0; c < NR_NEVER_BACK; c++)
+			pvread_clock_gettime(never_back_clocks[c], &ts);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	last = ns_of(&ts);
+	/* The line, now behind them, is held at the floor. */
+	set_mode(PVREAD_MODE_LINE);
+	pvread_get_stats(&st0);
+	for (i = 0; i < 1000; i++) {
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		v = ns_of(&ts);
+		back += v < last;
+		last = v;
+	}
+	pvread_get_stats(&st1);
+	printf("# after per-CPU readings: %llu of 1000 line readings raised to the floor, %ld back\n",
+	       (unsigned long long)(st1.clamped - st0.clamped), back);
+	bad |= back || st1.clamped - st0.clamped < 1000 ||
+	       st1.fast - st0.fast != 1000;
+	return bad;
+}
+
+/*
+ * A fallback in a process that returned line readings is lifted to the
+ * line: with the line 50 ms ahead of the kernel, leaving line mode must not
+ * take the clocks back by 50 ms.
+ */
+static int line_fallback_not_behind(void)
+{
+	struct timespec line[NR_NEVER_BACK], slow;
+	uint64_t before = slow_for(PVREAD_SLOW_MODE);
+	unsigned int c;
+	int64_t k;
+	int bad = 0;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	pause_ticker();
+	synthetic_line_shift(&page, 50000000);
+	resume_ticker();
+	for (c = 0; c < NR_NEVER_BACK; c++)
+		pvread_clock_gettime(never_back_clocks[c], &line[c]);
+	pause_ticker();
+	synthetic_line_leave(&page, PVREAD_MODE_NONE);
+	resume_ticker();
+	for (c = 0; c < NR_NEVER_BACK; c++) {
+		pvread_clock_gettime(never_back_clocks[c], &slow);
+		k = sys_ns(never_back_clocks[c]);
+		printf("# clock %d: line %lld, then via libc %lld (kernel %lld)\n",
+		       (int)never_back_clocks[c], (long long)ns_of(&line[c]),
+		       (long long)ns_of(&slow), (long long)k);
+		bad |= ns_of(&slow) < ns_of(&line[c]);
+	}
+	bad |= (int)reason_was(PVREAD_SLOW_MODE, before, NR_NEVER_BACK);
+	return bad;
+}
+
+/* ... and one that never read the line gets the kernel's own answer. */
+static int line_fallback_kernel_exact(void)
+{
+	struct timespec ts;
+	long i, off = 0;
+	unsigned int c;
+	int64_t a, b;
+
+	setenv("PVREAD_MAX_ERROR_NS", "0", 1);
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	pause_ticker();
+	synthetic_line_shift(&page, 50000000);
+	resume_ticker();
+	for (i = 0; i < 3000; i++) {
+		c = (unsigned int)i % NR_NEVER_BACK;
+		a = sys_ns(never_back_clocks[c]);
+		pvread_clock_gettime(never_back_clocks[c], &ts);
+		b = sys_ns(never_back_clocks[c]);
+		off += ns_of(&ts) < a || ns_of(&ts) > b;
+	}
+	printf("# tolerance 0, the line 50 ms ahead: %ld of 3000 readings outside the kernel's bracket\n",
+	       off);
+	return off || (int)reason_was(PVREAD_SLOW_BOUND, 0, 3000);
+}
+
+/*
+ * line -> per-CPU -> line: the line ahead of the kernel, per-CPU readings
+ * (or their fallbacks) up to the kernel's clock, a new line behind it: no
+ * clock ever goes back.
+ */
+static int line_percpu_line(void)
+{
+	int64_t last[NR_NEVER_BACK] = { 0 }, v, until;
+	struct pvread_stats st;
+	struct timespec ts;
+	long back = 0, i;
+	unsigned int c;
+	int phase;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	for (phase = 0; phase < 3; phase++) {
+		pause_ticker();
+		if (phase == 0)
+			synthetic_line_shift(&page, 5000000);
+		else if (phase == 1)
+			synthetic_line_leave(&page, PVREAD_MODE_PERCPU);
+		else	/* ahead of the old line's end, behind the kernel */
+			synthetic_line_enter(&page, -5000000);
+		resume_ticker();
+		/* past the 5 ms the line was ahead, and more */
+		until = sys_ns(CLOCK_MONOTONIC) + 20000000;
+		for (i = 0; sys_ns(CLOCK_MONOTONIC) < until || i < 20000; i++) {
+			c = (unsigned int)i % NR_NEVER_BACK;
+			pvread_clock_gettime(never_back_clocks[c], &ts);
+			v = ns_of(&ts);
+			back += v < last[c];
+			last[c] = v;
+		}
+	}
+	pvread_get_stats(&st);
+	printf("# %llu fast, %llu slow (%llu seed), %llu raised; %ld back\n",
+	       (unsigned long long)st.fast, (unsigned long long)st.slow,
+	       (unsigned long long)st.slow_by_reason[PVREAD_SLOW_SEED],
+	       (unsigned long long)st.clamped, back);
+	return back != 0 || !st.clamped;
+}
+
+/*
+ * stable -> line -> stable: stable readings are the kernel's, a line may be
+ * behind them or ahead by up to its bound, and neither raises the floor;
+ * each way, the first reading of each clock in the new mode takes the
+ * kernel's (lifted to the line) as the floor, and nothing goes back.
+ */
+static int stable_line_stable(void)
+{
+	int64_t last[NR_NEVER_BACK] = { 0 }, v, until;
+	struct pvread_stats st;
+	struct timespec ts;
+	long back = 0, i;
+	unsigned int c;
+	int phase;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	for (phase = 0; phase < 3; phase++) {
+		pause_ticker();
+		if (phase == 0) {
+			synthetic_line_leave(&page, PVREAD_MODE_STABLE);
+		} else if (phase == 1) {
+			/* 5 ms behind the kernel, past the old line's end */
+			synthetic_line_enter(&page, -5000000);
+		} else {
+			/* 5 ms ahead of it, then stable again */
+			synthetic_line_shift(&page, 10000000);
+			for (i = 0; i < 3000; i++) {
+				c = (unsigned int)i % NR_NEVER_BACK;
+				pvread_clock_gettime(never_back_clocks[c], &ts);
+				last[c] = ns_of(&ts);
+			}
+			synthetic_line_leave(&page, PVREAD_MODE_STABLE);
+		}
+		resume_ticker();
+		until = sys_ns(CLOCK_MONOTONIC) + 20000000;
+		for (i = 0; sys_ns(CLOCK_MONOTONIC) < until || i < 20000; i++) {
+			c = (unsigned int)i % NR_NEVER_BACK;
+			pvread_clock_gettime(never_back_clocks[c], &ts);
+			v = ns_of(&ts);
+			back += v < last[c];
+			last[c] = v;
+		}
+	}
+	pvread_get_stats(&st);
+	printf("# %llu fast, %llu slow (%llu seed), %llu raised; %ld back\n",
+	       (unsigned long long)st.fast, (unsigned long long)st.slow,
+	       (unsigned long long)st.slow_by_reason[PVREAD_SLOW_SEED],
+	       (unsigned long long)st.clamped, back);
+	return back != 0 ||
+	       st.slow_by_reason[PVREAD_SLOW_SEED] != 2 * NR_NEVER_BACK;
+}
+
+/*
+ * Readers on many threads, the line re-anchored as fast as the ticker can:
+ * no reading below one another thread had returned before it began.
+ */
+#define CT_THREADS 8
+#define CT_MS 500
+
+static _Atomic int64_t ct_latest[NR_NEVER_BACK];
+static _Atomic long ct_back, ct_fast, ct_slow;
+
+static void *cross_thread_reader(void *arg)
+{
+	struct pvread_stats st;
+	struct timespec ts;
+	long i, back = 0;
+	unsigned int c;
+	int64_t seen, v;
+
+	int64_t until = sys_ns(CLOCK_MONOTONIC) + CT_MS * 1000000LL;
+
+	(void)arg;
+	for (i = 0; (i & 1023) || sys_ns(CLOCK_MONOTONIC) < until; i++) {
+		c = (unsigned int)i % NR_NEVER_BACK;
+		seen = atomic_load(&ct_latest[c]);
+		pvread_clock_gettime(never_back_clocks[c], &ts);
+		v = ns_of(&ts);
+		if (v < seen)
+			back++;
+		while (v > seen &&
+		       !atomic_compare_exchange_weak(&ct_latest[c], &seen, v))
+			;
+	}
+	pvread_get_stats(&st);
+	atomic_fetch_add(&ct_back, back);
+	atomic_fetch_add(&ct_fast, (long)st.fast);
+	atomic_fetch_add(&ct_slow, (long)st.slow);
+	return NULL;
+}
+
+static int line_cross_thread(void)
+{
+	pthread_t t[CT_THREADS];
+	uint64_t anchors;
+	int i;
+
+	if (adopt(PVREAD_MODE_LINE, 1))
+		return 1;
+	anchors = page.hdr->line.anchors;
+	for (i = 0; i < CT_THREADS; i++)
+		pthread_create(&t[i], NULL, cross_thread_reader, NULL);
+	for (i = 0; i < CT_THREADS; i++)
+		pthread_join(t[i], NULL);
+	anchors = page.hdr->line.anchors - anchors;
+	printf("# %d threads for %d ms, %llu re-anchorings: %ld fast, %ld slow, %ld behind a reading already returned\n",
+	       CT_THREADS, CT_MS, (unsigned long long)anchors,
+	       atomic_load(&ct_fast), atomic_load(&ct_slow),
+	       atomic_load(&ct_back));
+	return atomic_load(&ct_back) != 0 || anchors < 1000 ||
+	       atomic_load(&ct_slow) > atomic_load(&ct_fast) / 1000;
+}
+
 static int use_page_errors(void)
 {
 	struct timespec ts;
@@ -505,7 +978,7 @@ static int after_fork(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(12);
+	tap_plan(23);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -527,5 +1000,16 @@ int main(void)
 	scenario("pvread_use_page: EINVAL, EBUSY", use_page_errors);
 	scenario("other clocks and bad ids: exactly libc's answer", passthrough);
 	scenario("correct in a child after fork()", after_fork);
+	scenario("line page: every clock fast and within the syscalls", line_all_clocks);
+	scenario("line: MONOTONIC_RAW at raw_mul << raw_shift", line_raw_rate);
+	scenario("line: a TSC before the anchor reads as the anchor, fast", line_before_anchor);
+	scenario("line: beyond tsc_span or a shift out of range: falls back (delta)", line_beyond_span);
+	scenario("line: error bound above PVREAD_MAX_ERROR_NS: falls back (bound)", line_bound_above_tolerance);
+	scenario("line: readings do not raise the floor, only respect it", line_no_shared_write);
+	scenario("line: a fallback after line readings is not behind them", line_fallback_not_behind);
+	scenario("line: a process that never read the line gets the kernel's answer", line_fallback_kernel_exact);
+	scenario("line -> per-CPU -> line: never back", line_percpu_line);
+	scenario("stable -> line -> stable: never back", stable_line_stable);
+	scenario("line: monotonic across threads while re-anchored", line_cross_thread);
 	return tap_exit();
 }
