@@ -10,7 +10,7 @@
  *
  * The tolerance is PVREAD_MAX_ERROR_NS from the environment, read once at
  * the first call: the largest deviation from the kernel's clock, in ns, the
- * caller accepts (default 100000; 0 accepts only exact readings).
+ * caller accepts (default 10000, 10 us; 0 accepts only exact readings).
  *
  * CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME and
  * CLOCK_MONOTONIC_COARSE never go back within a process, on any thread and
