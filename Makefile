@@ -27,7 +27,7 @@ payload: all
 	cp kmod/pvread.ko selftests/pvread/test_cs/pvread_test_cs.ko \
 	   selftests/pvread/*.sh $(PAYLOAD)/
 	cp build/selftests/pvread_test build/selftests/pvread_kmod_test \
-	   user/build/pvread-status user/build/pvread-bench \
+	   build/selftests/pvread_order user/build/pvread-status user/build/pvread-bench \
 	   user/build/test/timeloop $(PAYLOAD)/bin/
 	mkdir -p $(PAYLOAD)/lib && cp user/build/libpvread-preload.so $(PAYLOAD)/lib/
 

@@ -1,0 +1,731 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pvread_order: CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW and CLOCK_BOOTTIME
+ * read through libpvread are ordered across readers on different vCPUs --
+ * in separate processes and in threads of one process -- as the kernel's
+ * own clocks are system-wide.
+ *
+ * Every reader is pinned to a vCPU (round robin over the allowed ones).
+ * For each read of a clock it first loads (acquire) the latest reading
+ * every reader, itself included, published for that clock in shared memory
+ * (MAP_SHARED | MAP_ANONYMOUS), then reads the clock through
+ * pvread_clock_gettime(), and counts the read out of order if it is below
+ * any value it loaded; then it publishes its reading (release).  A reading
+ * published before another reader's load happened before that reader's
+ * read, so a clock ordered system-wide can never be below it.
+ *
+ * The reads must come from the page (by default at least 99% fast, from
+ * pvread_get_stats()) and the page must be in the expected mode throughout,
+ * so that the test cannot pass on fallbacks to the kernel.
+ *
+ *   pvread_order [--expect-mode line|percpu|stable|any] [--reads N]
+ *                [--seconds S] [--max-seconds S] [--procs N] [--threads N]
+ *                [--only processes|threads] [--min-fast PCT]
+ *                [--tolerance NS] [--wait S] [--skew NS] [--source pvread|libc]
+ *
+ * --expect-mode percpu: per-CPU mode does not promise order across
+ * processes (each process has its own floor); that case's figures are
+ * printed and its verdict is a skip.  "any" asserts order whatever the
+ * mode.  --skew NS makes reader 0 (a process, or a thread) subtract NS
+ * from every reading: a clock that is not ordered, to see the test fail.
+ * --source libc reads through libc's clock_gettime instead: the kernel's
+ * clock, which must pass (no device needed).
+ *
+ * SIGTERM or SIGINT ends the case that is running (and skips the rest)
+ * with the reads made so far: for a reader in the background of something
+ * else.  A reader's first read may be up to a few hundred ns late on its
+ * way to another reader (the exchange's own latency, measured: 80 ns on a
+ * KVM host, more under emulation): steps back smaller than that go unseen.
+ *
+ * KTAP; exit KSFT_SKIP, with the reason, where there is no Xen or no
+ * /dev/pvread (with --source pvread).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/pvread.h>
+
+#include "kselftest.h"
+#include "pvread.h"
+
+#define MAX_READERS 64
+#define NR_CLOCKS 3
+#define CHECK_EVERY 256		/* reads between looks at the stop flag */
+
+static const clockid_t clocks[NR_CLOCKS] = {
+	CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME,
+};
+
+/* One cache line per reader: its latest readings and its progress. */
+struct slot {
+	_Atomic int64_t v[NR_CLOCKS];
+	_Atomic long reads;
+} __attribute__((aligned(64)));
+
+struct result {
+	long reads;
+	long out_of_order;
+	long out_of_order_fast;	/* of those, with no fallback since a check */
+	long against_self;	/* below its own previous reading */
+	int64_t worst_ns;	/* largest step back against a loaded value */
+	int cpu;
+	int pinned;
+	int done;
+	struct pvread_stats st;
+};
+
+struct shared {
+	_Atomic int ready;
+	_Atomic int go;
+	_Atomic int stop;
+	struct slot slot[MAX_READERS];
+	struct result res[MAX_READERS];
+};
+
+enum { SRC_PVREAD, SRC_LIBC };
+enum { EXPECT_ANY = -1 };
+
+static struct shared *sh;
+static volatile sig_atomic_t stop_signal;
+static int nr_readers;
+static int source = SRC_PVREAD;
+static int64_t skew_ns;
+static int cpus[1024];
+static int nr_cpus;
+
+static const char *const mode_names[] = { "none", "percpu", "stable", "line" };
+static const char *const line_names[] = {
+	"active", "off", "unvouched", "warp", "unchecked", "stable", "waiting",
+};
+#define NR_MODE_NAMES (int)(sizeof(mode_names) / sizeof(mode_names[0]))
+#define NR_LINE_NAMES (int)(sizeof(line_names) / sizeof(line_names[0]))
+
+static const char *mode_name(uint32_t m)
+{
+	return m < NR_MODE_NAMES ? mode_names[m] : "?";
+}
+
+static const char *line_name(uint32_t s)
+{
+	return s < NR_LINE_NAMES ? line_names[s] : "?";
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts_ns(&ts);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static bool pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+static void find_cpus(void)
+{
+	cpu_set_t set;
+	int i;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		ksft_exit_fail_msg("sched_getaffinity: %s\n", strerror(errno));
+	for (i = 0; i < CPU_SETSIZE && nr_cpus < 1024; i++)
+		if (CPU_ISSET(i, &set))
+			cpus[nr_cpus++] = i;
+}
+
+/* ---- the page's header, as the module publishes it ---- */
+
+static const volatile struct pvread_header *hdr;
+
+struct hdr_sample {
+	uint32_t mode, line_state;
+	uint64_t bound, tsc_warp, anchors;
+};
+
+static void map_header(void)
+{
+	int fd = open(PVREAD_DEVICE, O_RDONLY);
+	void *p;
+
+	if (fd < 0)
+		ksft_exit_fail_msg("open %s: %s\n", PVREAD_DEVICE, strerror(errno));
+	p = mmap(NULL, sysconf(_SC_PAGESIZE), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		ksft_exit_fail_msg("mmap %s: %s\n", PVREAD_DEVICE, strerror(errno));
+	hdr = p;
+	if (hdr->magic != PVREAD_MAGIC || hdr->abi_version != PVREAD_ABI_VERSION)
+		ksft_exit_fail_msg("%s: magic %#x ABI %u; this test reads ABI %u\n",
+				   PVREAD_DEVICE, hdr->magic, hdr->abi_version,
+				   PVREAD_ABI_VERSION);
+}
+
+static void sample_header(struct hdr_sample *s)
+{
+	uint32_t seq;
+
+	for (;;) {
+		seq = hdr->seq;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (seq & 1) {
+			sched_yield();
+			continue;
+		}
+		s->mode = hdr->mode;
+		s->line_state = hdr->line_state;
+		s->bound = hdr->error_bound_ns;
+		s->tsc_warp = hdr->tsc_warp;
+		s->anchors = hdr->line.anchors;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (hdr->seq == seq)
+			return;
+	}
+}
+
+/* What the coordinator saw of the page while the readers ran. */
+struct page_watch {
+	long samples;
+	long by_mode[NR_MODE_NAMES + 1];
+	long by_line[NR_LINE_NAMES + 1];
+	uint64_t bound_min, bound_max, anchors0, anchors1, warp_max;
+};
+
+static void watch(struct page_watch *w)
+{
+	struct hdr_sample s;
+
+	if (!hdr)
+		return;
+	sample_header(&s);
+	if (!w->samples++) {
+		w->bound_min = s.bound;
+		w->anchors0 = s.anchors;
+	}
+	w->by_mode[s.mode < NR_MODE_NAMES ? s.mode : NR_MODE_NAMES]++;
+	w->by_line[s.line_state < NR_LINE_NAMES ? s.line_state : NR_LINE_NAMES]++;
+	if (s.bound < w->bound_min)
+		w->bound_min = s.bound;
+	if (s.bound > w->bound_max)
+		w->bound_max = s.bound;
+	if (s.tsc_warp > w->warp_max)
+		w->warp_max = s.tsc_warp;
+	w->anchors1 = s.anchors;
+}
+
+/* "line x120, none x3" */
+static void counts_str(char *buf, size_t len, const long *n, int nr,
+		       const char *(*name)(uint32_t))
+{
+	size_t used = 0;
+	int i;
+
+	buf[0] = '\0';
+	for (i = 0; i <= nr && used < len; i++)
+		if (n[i])
+			used += snprintf(buf + used, len - used, "%s%s x%ld",
+					 used ? ", " : "",
+					 i < nr ? name(i) : "?", n[i]);
+	if (!used)
+		snprintf(buf, len, "not sampled");
+}
+
+/* ---- the readers ---- */
+
+static int read_clock(clockid_t clock, struct timespec *ts)
+{
+	return source == SRC_LIBC ? clock_gettime(clock, ts) :
+				    pvread_clock_gettime(clock, ts);
+}
+
+static void reader(int me)
+{
+	struct result *r = &sh->res[me];
+	struct pvread_stats st0, st;
+	uint64_t slow_at_check;
+	int64_t seen, v, x, skew = me == 0 ? skew_ns : 0;
+	struct timespec ts;
+	long reads = 0;
+	int j, k, from;
+
+	r->cpu = cpus[me % nr_cpus];
+	r->pinned = pin(r->cpu);
+	pvread_get_stats(&st0);
+	slow_at_check = st0.slow;
+	atomic_fetch_add(&sh->ready, 1);
+	while (!atomic_load_explicit(&sh->go, memory_order_acquire))
+		__builtin_ia32_pause();
+
+	for (;;) {
+		if (reads % CHECK_EVERY == 0) {
+			if (atomic_load_explicit(&sh->stop, memory_order_relaxed))
+				break;
+			atomic_store_explicit(&sh->slot[me].reads, reads,
+					      memory_order_relaxed);
+			pvread_get_stats(&st);
+			slow_at_check = st.slow;
+		}
+		k = reads % NR_CLOCKS;
+		seen = INT64_MIN;
+		from = -1;
+		for (j = 0; j < nr_readers; j++) {
+			x = atomic_load_explicit(&sh->slot[j].v[k],
+						 memory_order_acquire);
+			if (x > seen) {
+				seen = x;
+				from = j;
+			}
+		}
+		if (read_clock(clocks[k], &ts))
+			ksft_exit_fail_msg("reader %d: clock %d: %s\n", me,
+					   clocks[k], strerror(errno));
+		v = ts_ns(&ts) - skew;
+		if (v < seen) {
+			r->out_of_order++;
+			if (seen - v > r->worst_ns)
+				r->worst_ns = seen - v;
+			r->against_self += from == me;
+			/* No fallback since the last check: from the page. */
+			pvread_get_stats(&st);
+			r->out_of_order_fast += st.slow == slow_at_check;
+			slow_at_check = st.slow;
+		}
+		atomic_store_explicit(&sh->slot[me].v[k], v, memory_order_release);
+		reads++;
+	}
+	pvread_get_stats(&st);
+	st.fast -= st0.fast;
+	st.slow -= st0.slow;
+	st.retries -= st0.retries;
+	st.clamped -= st0.clamped;
+	for (j = 0; j < PVREAD_SLOW_NR_REASONS; j++)
+		st.slow_by_reason[j] -= st0.slow_by_reason[j];
+	r->st = st;
+	r->reads = reads;
+	r->done = 1;
+}
+
+static void *reader_thread(void *arg)
+{
+	reader((int)(intptr_t)arg);
+	return NULL;
+}
+
+/* ---- one case: N readers, as processes or as threads ---- */
+
+struct options {
+	int expect;		/* PVREAD_MODE_* or EXPECT_ANY */
+	long min_reads;
+	double min_seconds, max_seconds;
+	double min_fast_pct;
+};
+
+static void run_case(const char *name, bool processes, int n,
+		     const struct options *o)
+{
+	uint64_t fast = 0, slow = 0, retries = 0, clamped = 0;
+	uint64_t by_reason[PVREAD_SLOW_NR_REASONS] = { 0 };
+	long reads = 0, ooo = 0, ooo_fast = 0, self = 0, total;
+	int64_t worst = 0, t0, t1, deadline;
+	struct page_watch w = { 0 };
+	pthread_t tid[MAX_READERS];
+	pid_t pid[MAX_READERS];
+	char modes[160], lines[200], reasons[300] = "";
+	int i, j, pinned = 0, done = 0, died = 0, status;
+	size_t used = 0;
+	bool expect_order, ok;
+	double secs, pct;
+
+	memset(sh, 0, sizeof(*sh));
+	for (i = 0; i < n; i++)
+		for (j = 0; j < NR_CLOCKS; j++)
+			atomic_init(&sh->slot[i].v[j], INT64_MIN);
+	nr_readers = n;
+	fflush(NULL);
+	for (i = 0; i < n; i++) {
+		if (processes) {
+			pid[i] = fork();
+			if (pid[i] < 0)
+				ksft_exit_fail_msg("fork: %s\n", strerror(errno));
+			if (!pid[i]) {
+				reader(i);
+				_exit(0);
+			}
+		} else if (pthread_create(&tid[i], NULL, reader_thread,
+					  (void *)(intptr_t)i)) {
+			ksft_exit_fail_msg("pthread_create\n");
+		}
+	}
+	deadline = mono_ns() + 30000000000LL;
+	while (atomic_load(&sh->ready) < n && mono_ns() < deadline)
+		sleep_ms(10);
+	watch(&w);
+	t0 = mono_ns();
+	atomic_store_explicit(&sh->go, 1, memory_order_release);
+	for (;;) {
+		sleep_ms(50);
+		watch(&w);
+		for (total = 0, i = 0; i < n; i++)
+			total += atomic_load_explicit(&sh->slot[i].reads,
+						      memory_order_relaxed);
+		secs = (mono_ns() - t0) / 1e9;
+		if ((total >= o->min_reads && secs >= o->min_seconds) ||
+		    secs >= o->max_seconds || stop_signal)
+			break;
+	}
+	atomic_store(&sh->stop, 1);
+	for (i = 0; i < n; i++) {
+		if (!processes) {
+			pthread_join(tid[i], NULL);
+			continue;
+		}
+		if (waitpid(pid[i], &status, 0) != pid[i] ||
+		    !WIFEXITED(status) || WEXITSTATUS(status)) {
+			ksft_print_msg("%s: reader %d (pid %d) ended with status %#x\n",
+				       name, i, pid[i], status);
+			died++;
+		}
+	}
+	t1 = mono_ns();
+	watch(&w);
+	secs = (t1 - t0) / 1e9;
+
+	for (i = 0; i < n; i++) {
+		struct result *r = &sh->res[i];
+
+		pinned += r->pinned;
+		done += r->done;
+		reads += r->reads;
+		ooo += r->out_of_order;
+		ooo_fast += r->out_of_order_fast;
+		self += r->against_self;
+		if (r->worst_ns > worst)
+			worst = r->worst_ns;
+		fast += r->st.fast;
+		slow += r->st.slow;
+		retries += r->st.retries;
+		clamped += r->st.clamped;
+		for (j = 0; j < PVREAD_SLOW_NR_REASONS; j++)
+			by_reason[j] += r->st.slow_by_reason[j];
+		ksft_print_msg("%s: reader %d on cpu%d%s%s: %ld reads, %llu fast, %llu slow, %ld out of order (largest %lld ns)\n",
+			       name, i, r->cpu, r->pinned ? "" : " (not pinned)",
+			       i == 0 && skew_ns ? " (skewed)" : "", r->reads,
+			       (unsigned long long)r->st.fast,
+			       (unsigned long long)r->st.slow, r->out_of_order,
+			       (long long)r->worst_ns);
+	}
+	for (j = 0; j < PVREAD_SLOW_NR_REASONS && used < sizeof(reasons); j++)
+		if (by_reason[j])
+			used += snprintf(reasons + used, sizeof(reasons) - used,
+					 "%s%s %llu", used ? ", " : ": ",
+					 pvread_slow_reason_name(j),
+					 (unsigned long long)by_reason[j]);
+	counts_str(modes, sizeof(modes), w.by_mode, NR_MODE_NAMES, mode_name);
+	counts_str(lines, sizeof(lines), w.by_line, NR_LINE_NAMES, line_name);
+	pct = fast + slow ? 100.0 * fast / (fast + slow) : 0;
+
+	ksft_print_msg("order: %s: %d readers on %d vCPUs, %ld reads in %.1f s (%.0f per reader, %.2f M/s in all) of CLOCK_MONOTONIC, _RAW, BOOTTIME%s\n",
+		       name, n, nr_cpus < n ? nr_cpus : n, reads, secs,
+		       n ? (double)reads / n : 0, secs > 0 ? reads / secs / 1e6 : 0,
+		       source == SRC_LIBC ? " via libc" : "");
+	ksft_print_msg("order: %s: %llu fast (%.3f%%), %llu slow%s, %llu retries, %llu raised to the floor\n",
+		       name, (unsigned long long)fast, pct,
+		       (unsigned long long)slow, reasons,
+		       (unsigned long long)retries, (unsigned long long)clamped);
+	ksft_print_msg("order: %s: %ld out of order (%ld with no fallback since the reader's last check, %ld below its own previous reading), largest backwards %lld ns\n",
+		       name, ooo, ooo_fast, self, (long long)worst);
+	if (hdr)
+		ksft_print_msg("order: %s: page: mode %s; line %s; bound %llu..%llu ns; tsc_warp up to %llu; line anchors %llu -> %llu\n",
+			       name, modes, lines,
+			       (unsigned long long)w.bound_min,
+			       (unsigned long long)w.bound_max,
+			       (unsigned long long)w.warp_max,
+			       (unsigned long long)w.anchors0,
+			       (unsigned long long)w.anchors1);
+
+	if (stop_signal)
+		ksft_print_msg("order: %s: stopped by a signal after %.1f s\n",
+			       name, secs);
+	ksft_test_result(reads >= (stop_signal ? 1 : o->min_reads) &&
+			 pinned == n && done == n && !died,
+			 "%s: %ld reads by %d pinned readers (%d pinned, %d finished, at least %ld reads)\n",
+			 name, reads, n, pinned, done,
+			 stop_signal ? 1 : o->min_reads);
+	if (source == SRC_LIBC) {
+		ksft_test_result_skip("%s: reads answered from the page: --source libc\n",
+				      name);
+		ksft_test_result_skip("%s: page in the expected mode: --source libc\n",
+				      name);
+	} else {
+		ksft_test_result(fast && pct >= o->min_fast_pct,
+				 "%s: reads answered from the page (%.3f%% fast, limit %.3g%%)\n",
+				 name, pct, o->min_fast_pct);
+		if (o->expect == EXPECT_ANY)
+			ksft_test_result_skip("%s: page in the expected mode: any mode accepted (%ld samples: %s)\n",
+					      name, w.samples, modes);
+		else
+			ksft_test_result(w.samples &&
+					 w.by_mode[o->expect] == w.samples,
+					 "%s: page in mode %s throughout (%ld samples: %s; line %s)\n",
+					 name, mode_name(o->expect), w.samples,
+					 modes, lines);
+	}
+	/* Per-CPU mode keeps a floor per process, not across processes. */
+	expect_order = !(processes && o->expect == PVREAD_MODE_PERCPU);
+	ok = !ooo && reads;
+	if (expect_order)
+		ksft_test_result(ok, "%s: CLOCK_MONOTONIC, _RAW and BOOTTIME ordered across %s (%ld of %ld out of order, largest %lld ns)\n",
+				 name, processes ? "processes" : "threads",
+				 ooo, reads, (long long)worst);
+	else
+		ksft_test_result_skip("%s: per-CPU mode does not order readings across processes (%ld of %ld out of order, largest %lld ns)\n",
+				      name, ooo, reads, (long long)worst);
+}
+
+/* ---- main ---- */
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_signal = 1;
+}
+
+static bool xen_guest(void)
+{
+	char type[16] = { 0 };
+	FILE *f = fopen("/sys/hypervisor/type", "r");
+
+	if (!f)
+		return false;
+	if (!fgets(type, sizeof(type), f))
+		type[0] = '\0';
+	fclose(f);
+	return !strcmp(type, "xen\n");
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: pvread_order [--expect-mode line|percpu|stable|any] [--reads N]\n"
+		"                    [--seconds S] [--max-seconds S] [--procs N] [--threads N]\n"
+		"                    [--only processes|threads] [--min-fast PCT] [--tolerance NS]\n"
+		"                    [--wait S] [--skew NS] [--source pvread|libc]\n"
+		"  --reads N        at least N reads in all per case (default 10000000)\n"
+		"  --seconds S      and at least S seconds (default 0)\n"
+		"  --max-seconds S  stop a case after S seconds however many reads (default 300)\n"
+		"  --procs N        readers in the processes case (default: vCPUs, at least 2)\n"
+		"  --threads N      readers in the threads case (default: vCPUs, at least 2)\n"
+		"  --min-fast PCT   reads answered from the page, at least (default 99)\n"
+		"  --tolerance NS   PVREAD_MAX_ERROR_NS for the library (default: the\n"
+		"                   environment's, else 1000000000: emulation's ms bounds)\n"
+		"  --wait S         wait up to S s for the expected mode first (default 30)\n"
+		"  --skew NS        reader 0 subtracts NS from its readings (to see a failure)\n"
+		"  --source libc    read with libc's clock_gettime (the kernel's clock)\n");
+	exit(KSFT_FAIL);
+}
+
+static int parse_mode(const char *s)
+{
+	int i;
+
+	if (!strcmp(s, "any"))
+		return EXPECT_ANY;
+	for (i = 0; i < NR_MODE_NAMES; i++)
+		if (!strcmp(s, mode_names[i]))
+			return i;
+	fprintf(stderr, "pvread_order: unknown mode '%s'\n", s);
+	usage();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "expect-mode", required_argument, NULL, 'e' },
+		{ "reads", required_argument, NULL, 'n' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "max-seconds", required_argument, NULL, 'M' },
+		{ "procs", required_argument, NULL, 'p' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "only", required_argument, NULL, 'o' },
+		{ "min-fast", required_argument, NULL, 'f' },
+		{ "tolerance", required_argument, NULL, 'T' },
+		{ "wait", required_argument, NULL, 'w' },
+		{ "skew", required_argument, NULL, 'k' },
+		{ "source", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ }
+	};
+	struct options o = {
+		.expect = PVREAD_MODE_LINE, .min_reads = 10000000,
+		.min_seconds = 0, .max_seconds = 300, .min_fast_pct = 99,
+	};
+	int opt, procs = 0, threads = 0, cases = 3, i;
+	const char *tolerance = NULL;
+	double wait_s = 30;
+	struct pvread_info info;
+	struct hdr_sample s;
+	struct stat sb;
+
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'e':
+			o.expect = parse_mode(optarg);
+			break;
+		case 'n':
+			o.min_reads = atol(optarg);
+			break;
+		case 's':
+			o.min_seconds = atof(optarg);
+			break;
+		case 'M':
+			o.max_seconds = atof(optarg);
+			break;
+		case 'p':
+			procs = atoi(optarg);
+			break;
+		case 't':
+			threads = atoi(optarg);
+			break;
+		case 'o':
+			if (!strcmp(optarg, "processes"))
+				cases = 1;
+			else if (!strcmp(optarg, "threads"))
+				cases = 2;
+			else
+				usage();
+			break;
+		case 'f':
+			o.min_fast_pct = atof(optarg);
+			break;
+		case 'T':
+			tolerance = optarg;
+			break;
+		case 'w':
+			wait_s = atof(optarg);
+			break;
+		case 'k':
+			skew_ns = atoll(optarg);
+			break;
+		case 'S':
+			if (!strcmp(optarg, "pvread"))
+				source = SRC_PVREAD;
+			else if (!strcmp(optarg, "libc"))
+				source = SRC_LIBC;
+			else
+				usage();
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind < argc)
+		usage();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGTERM, on_stop);
+	signal(SIGINT, on_stop);
+	find_cpus();
+	if (!procs)
+		procs = nr_cpus < 2 ? 2 : nr_cpus;
+	if (!threads)
+		threads = nr_cpus < 2 ? 2 : nr_cpus;
+	if (procs < 1 || procs > MAX_READERS || threads < 1 ||
+	    threads > MAX_READERS) {
+		fprintf(stderr, "pvread_order: 1 to %d readers\n", MAX_READERS);
+		usage();
+	}
+	/* Emulation's records disagree by milliseconds: the tests let the
+	 * reads through and judge the page, not the tolerance. */
+	if (tolerance)
+		setenv("PVREAD_MAX_ERROR_NS", tolerance, 1);
+	else
+		setenv("PVREAD_MAX_ERROR_NS", "1000000000", 0);
+
+	ksft_print_header();
+	if (source == SRC_PVREAD) {
+		if (!xen_guest())
+			ksft_exit_skip("not a Xen guest (/sys/hypervisor/type is not \"xen\"): no pvread.ko, no %s\n",
+				       PVREAD_DEVICE);
+		if (stat(PVREAD_DEVICE, &sb))
+			ksft_exit_skip("no %s (%s): pvread.ko is not loaded\n",
+				       PVREAD_DEVICE, strerror(errno));
+		map_header();
+	}
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		ksft_exit_fail_msg("mmap shared: %s\n", strerror(errno));
+	ksft_set_plan(4 * ((cases & 1) + !!(cases & 2)));
+
+	/* The module needs a few seconds after a load before it vouches;
+	 * the library maps the page here, so that the readers inherit it. */
+	for (i = 0; i <= wait_s * 10; i++) {
+		pvread_get_info(&info);
+		if (!hdr)
+			break;
+		sample_header(&s);
+		if (stop_signal || (info.fast &&
+		    (o.expect == EXPECT_ANY || s.mode == (uint32_t)o.expect)))
+			break;
+		sleep_ms(100);
+	}
+	if (hdr)
+		ksft_print_msg("order: %d vCPUs; page: mode %s, line %s, bound %llu ns, tsc_warp %llu, line anchors %llu; library: mapped %d, fast %d, tolerance %llu ns; expecting mode %s (after %.1f s)\n",
+			       nr_cpus, mode_name(s.mode), line_name(s.line_state),
+			       (unsigned long long)s.bound,
+			       (unsigned long long)s.tsc_warp,
+			       (unsigned long long)s.anchors, info.mapped,
+			       info.fast, (unsigned long long)info.tolerance_ns,
+			       o.expect == EXPECT_ANY ? "any" : mode_name(o.expect),
+			       i / 10.0);
+	else
+		ksft_print_msg("order: %d vCPUs; source libc (the kernel's clock)\n",
+			       nr_cpus);
+	if (skew_ns)
+		ksft_print_msg("order: reader 0 subtracts %lld ns from its readings (--skew): expect failures\n",
+			       (long long)skew_ns);
+
+	if (cases & 1)
+		run_case("processes", true, procs, &o);
+	if (cases & 2) {
+		if (stop_signal)
+			for (i = 0; i < 4; i++)
+				ksft_test_result_skip("threads: stopped by a signal before this case\n");
+		else
+			run_case("threads", false, threads, &o);
+	}
+	ksft_finished();
+}
