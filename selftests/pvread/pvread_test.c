@@ -8,7 +8,10 @@
  *   pvread_test --plain  in a guest without Xen: no device, libc answers
  *
  * Every read is checked; reads run for at least --seconds per case and at
- * least --reads per vCPU.
+ * least --reads per vCPU.  --expect-mode names the mode the module must be
+ * in (line, the default, or percpu for a module loaded with line=0, or any);
+ * --stress reloads pass PVREAD_KMOD_ARGS from the environment as the
+ * module's parameters, as the suite's every insmod does.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,6 +45,8 @@
 
 static long min_reads = 100000;
 static double min_seconds = 2.0;
+#define EXPECT_ANY (-1)
+static int expect_mode = PVREAD_MODE_LINE;
 static int cpus[1024];
 static int nr_cpus;
 
@@ -95,6 +100,79 @@ static void find_cpus(void)
 	for (i = 0; i < CPU_SETSIZE && nr_cpus < 1024; i++)
 		if (CPU_ISSET(i, &set))
 			cpus[nr_cpus++] = i;
+}
+
+/* ---- the page's header as the module publishes it (mode, line) ---- */
+
+static const char *const mode_names[] = { "none", "percpu", "stable", "line" };
+static const char *const line_names[] = {
+	"active", "off", "unvouched", "warp", "unchecked", "stable", "waiting",
+};
+#define NR_MODES (int)(sizeof(mode_names) / sizeof(mode_names[0]))
+#define NR_LINE_STATES (int)(sizeof(line_names) / sizeof(line_names[0]))
+
+static const char *mode_name(uint32_t m)
+{
+	return m < NR_MODES ? mode_names[m] : "?";
+}
+
+static const char *line_name(uint32_t s)
+{
+	return s < NR_LINE_STATES ? line_names[s] : "?";
+}
+
+static const char *expect_name(void)
+{
+	return expect_mode == EXPECT_ANY ? "any" : mode_name(expect_mode);
+}
+
+static const volatile struct pvread_header *page_hdr;
+
+struct hdr_sample {
+	uint32_t mode, line_state;
+	uint64_t bound, tsc_warp, anchors;
+};
+
+/* A consistent copy of the fields these tests report; false: no page. */
+static bool sample_header(struct hdr_sample *s)
+{
+	uint32_t seq;
+
+	if (!page_hdr) {
+		int fd = open(PVREAD_DEVICE, O_RDONLY);
+		void *p = MAP_FAILED;
+
+		if (fd >= 0) {
+			p = mmap(NULL, sysconf(_SC_PAGESIZE), PROT_READ,
+				 MAP_SHARED, fd, 0);
+			close(fd);
+		}
+		if (p == MAP_FAILED)
+			return false;
+		page_hdr = p;
+	}
+	for (;;) {
+		seq = page_hdr->seq;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (seq & 1) {
+			sched_yield();
+			continue;
+		}
+		s->mode = page_hdr->mode;
+		s->line_state = page_hdr->line_state;
+		s->bound = page_hdr->error_bound_ns;
+		s->tsc_warp = page_hdr->tsc_warp;
+		s->anchors = page_hdr->line.anchors;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (page_hdr->seq == seq)
+			return true;
+	}
+}
+
+static bool mode_is_expected(uint32_t mode)
+{
+	return expect_mode == EXPECT_ANY ? mode != PVREAD_MODE_NONE :
+					   mode == (uint32_t)expect_mode;
 }
 
 static uint64_t bound_now(void)
@@ -561,6 +639,8 @@ struct stress_reader {
 };
 
 static atomic_bool stress_stop;
+/* The page's mode and line state, sampled by the stress run's main loop. */
+static long stress_by_mode[NR_MODES + 1], stress_by_line[NR_LINE_STATES + 1];
 /* The guest is suspended meanwhile (save/restore, migration): see below. */
 static bool stress_suspends;
 static atomic_long stress_reads;
@@ -722,7 +802,11 @@ static void test_stress(double seconds, const char *module)
 	struct timex saved = { 0 }, tx;
 	char hotplug_path[64];
 	int hot_cpu = nr_cpus > 1 ? cpus[nr_cpus - 1] : -1;
+	const char *params = getenv("PVREAD_KMOD_ARGS");
+	struct hdr_sample hs = { 0 }, first = { 0 };
+	char modes[200] = "", lines[240] = "";
 	int i, round = 0;
+	size_t mu = 0, lu = 0;
 
 	stress_fd = open(PVREAD_DEVICE, O_RDONLY);
 	if (stress_fd < 0)
@@ -737,9 +821,15 @@ static void test_stress(double seconds, const char *module)
 			ksft_exit_fail_msg("pthread_create\n");
 	}
 	t0 = sys_ns(CLOCK_MONOTONIC);
+	sample_header(&first);
 	while ((elapsed(t0) < seconds ||
 		atomic_load(&stress_reads) < STRESS_MIN_READS) &&
 	       elapsed(t0) < STRESS_MAX_SECONDS) {
+		if (sample_header(&hs)) {
+			stress_by_mode[hs.mode < NR_MODES ? hs.mode : NR_MODES]++;
+			stress_by_line[hs.line_state < NR_LINE_STATES ?
+				       hs.line_state : NR_LINE_STATES]++;
+		}
 		changes += stress_clock_changes(round);
 		if (hot_cpu > 0 && (round & 1)) {
 			/* Out and back in, while the readers run on it. */
@@ -758,7 +848,8 @@ static void test_stress(double seconds, const char *module)
 			int fd = open(module, O_RDONLY | O_CLOEXEC);
 
 			loads++;
-			if (fd >= 0 && syscall(SYS_finit_module, fd, "", 0) &&
+			if (fd >= 0 &&
+			    syscall(SYS_finit_module, fd, params ? params : "", 0) &&
 			    errno == EEXIST)
 				loads_refused++;
 			if (fd >= 0)
@@ -768,6 +859,7 @@ static void test_stress(double seconds, const char *module)
 		sleep_ms(200);
 	}
 	atomic_store(&stress_stop, true);
+	sample_header(&hs);
 	for (i = 0; i < nr_cpus; i++) {
 		pthread_join(t[i].tid, NULL);
 		reads += t[i].reads;
@@ -802,6 +894,23 @@ static void test_stress(double seconds, const char *module)
 					 "%s%s %llu", used ? ", " : ": ",
 					 pvread_slow_reason_name(j),
 					 (unsigned long long)by_reason[j]);
+	for (j = 0; j <= NR_MODES; j++)
+		if (stress_by_mode[j] && mu < sizeof(modes))
+			mu += snprintf(modes + mu, sizeof(modes) - mu, "%s%s x%ld",
+				       mu ? ", " : "",
+				       j < NR_MODES ? mode_names[j] : "?",
+				       stress_by_mode[j]);
+	for (j = 0; j <= NR_LINE_STATES; j++)
+		if (stress_by_line[j] && lu < sizeof(lines))
+			lu += snprintf(lines + lu, sizeof(lines) - lu, "%s%s x%ld",
+				       lu ? ", " : "",
+				       j < NR_LINE_STATES ? line_names[j] : "?",
+				       stress_by_line[j]);
+	ksft_print_msg("stress: page: mode %s at the start, %s at the end; sampled %s; line %s; bound %llu ns at the end; line anchors %llu -> %llu; module parameters \"%s\"\n",
+		       mode_name(first.mode), mode_name(hs.mode), modes, lines,
+		       (unsigned long long)hs.bound,
+		       (unsigned long long)first.anchors,
+		       (unsigned long long)hs.anchors, params ? params : "");
 	ksft_print_msg("stress: %.1f s, %d readers, %ld reads (%llu fast, %llu fallbacks%s, %llu retries, %llu raised to the floor), %ld vCPU switches\n",
 		       elapsed(t0), nr_cpus, reads, (unsigned long long)fast,
 		       (unsigned long long)slow, reasons,
@@ -814,6 +923,17 @@ static void test_stress(double seconds, const char *module)
 		       backwards, sampled, beyond, (long long)worst_dev,
 		       (long long)worst_warp, checked, violations);
 	ksft_test_result(reads >= STRESS_MIN_READS, "stress: %ld reads\n", reads);
+	/*
+	 * The mode at the start and at the end: in between, resumes and
+	 * hotplug may take it through none for a while (the figures above).
+	 */
+	if (expect_mode == EXPECT_ANY)
+		ksft_test_result_skip("stress: page in the expected mode at the start and the end: any mode accepted\n");
+	else
+		ksft_test_result(mode_is_expected(first.mode) &&
+				 mode_is_expected(hs.mode),
+				 "stress: page in mode %s at the start and the end\n",
+				 expect_name());
 	/*
 	 * The tolerance is raised: the fast path is what is under stress.
 	 * Across a suspend the page says "mode none" until the records are
@@ -853,8 +973,10 @@ static bool xen_guest(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: pvread_test --xen|--plain [--reads N] [--seconds S]\n"
-		"       pvread_test --stress S [--module PATH] [--suspends]\n");
+	fprintf(stderr, "usage: pvread_test --xen|--plain [--reads N] [--seconds S] [--expect-mode M]\n"
+		"       pvread_test --stress S [--module PATH] [--suspends] [--expect-mode M]\n"
+		"  --expect-mode line|percpu|stable|any   the page's mode (default line)\n"
+		"  PVREAD_KMOD_ARGS (environment): the module's parameters for --module reloads\n");
 	exit(KSFT_FAIL);
 }
 
@@ -868,6 +990,7 @@ int main(int argc, char **argv)
 		{ "stress", required_argument, NULL, 'S' },
 		{ "module", required_argument, NULL, 'm' },
 		{ "suspends", no_argument, NULL, 'u' },
+		{ "expect-mode", required_argument, NULL, 'e' },
 		{ }
 	};
 	int opt, machine = 0, i;
@@ -897,6 +1020,17 @@ int main(int argc, char **argv)
 		case 'u':
 			stress_suspends = true;
 			break;
+		case 'e':
+			if (!strcmp(optarg, "any")) {
+				expect_mode = EXPECT_ANY;
+				break;
+			}
+			for (expect_mode = 0; expect_mode < NR_MODES; expect_mode++)
+				if (!strcmp(optarg, mode_names[expect_mode]))
+					break;
+			if (expect_mode == NR_MODES)
+				usage();
+			break;
 		default:
 			usage();
 		}
@@ -917,27 +1051,47 @@ int main(int argc, char **argv)
 	}
 	if (machine == 'S') {
 		setenv("PVREAD_MAX_ERROR_NS", TEST_TOLERANCE_NS, 1);
-		ksft_set_plan(7);
+		ksft_set_plan(8);
 		test_stress(stress_seconds, module);
 		ksft_finished();
 	}
 
 	setenv("PVREAD_MAX_ERROR_NS", TEST_TOLERANCE_NS, 1);
-	ksft_set_plan(15 + 1 + 1 + nr_cpus + 7 + 1);
+	ksft_set_plan(15 + 1 + 1 + 1 + nr_cpus + 7 + 1);
 	test_device_refusals();
 	test_first_calls_race();
-	/* The module needs a few seconds of history before it vouches. */
-	for (i = 0; i < 100; i++) {
+	/*
+	 * The module needs a few seconds of history before it vouches, and
+	 * its cross-vCPU TSC check before it draws a line.
+	 */
+	for (i = 0; i < 200; i++) {
+		struct hdr_sample hs;
+
 		pvread_get_info(&info);
-		if (info.fast)
+		if (info.fast && sample_header(&hs) && mode_is_expected(hs.mode))
 			break;
 		usleep(100000);
 	}
-	ksft_print_msg("%u vCPUs, %u records registered, mode %u, flags %#x, spread %llu ns, bound %llu ns, tolerance %llu ns\n",
-		       nr_cpus, info.nr_registered, info.mode, info.flags,
-		       (unsigned long long)info.spread_ns,
-		       (unsigned long long)info.error_bound_ns,
-		       (unsigned long long)info.tolerance_ns);
+	{
+		struct hdr_sample hs = { 0 };
+		bool have = sample_header(&hs);
+
+		ksft_print_msg("%u vCPUs, %u records registered, mode %u, flags %#x, spread %llu ns, bound %llu ns, tolerance %llu ns\n",
+			       nr_cpus, info.nr_registered, info.mode, info.flags,
+			       (unsigned long long)info.spread_ns,
+			       (unsigned long long)info.error_bound_ns,
+			       (unsigned long long)info.tolerance_ns);
+		ksft_print_msg("page: mode %s, line %s, tsc_warp %llu ticks, line anchors %llu, after %.1f s; module parameters \"%s\"\n",
+			       mode_name(hs.mode), line_name(hs.line_state),
+			       (unsigned long long)hs.tsc_warp,
+			       (unsigned long long)hs.anchors, i / 10.0,
+			       getenv("PVREAD_KMOD_ARGS") ?: "");
+		/* The state is on the line above: the name stays the same. */
+		ksft_test_result(have && mode_is_expected(hs.mode) && info.fast,
+				 "page in %s%s, library on the fast path\n",
+				 expect_mode == EXPECT_ANY ? "a fast mode" : "mode ",
+				 expect_mode == EXPECT_ANY ? "" : expect_name());
+	}
 	test_records_update();
 	for (i = 0; i < nr_cpus; i++)
 		test_exact_per_vcpu(cpus[i]);
