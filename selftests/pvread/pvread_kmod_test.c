@@ -6,16 +6,25 @@
  * subcommand prints "ok - ..." / "not ok - ..." lines and exits 1 if any
  * check failed, 2 on bad usage or when the page cannot be mapped.
  *
- *   hdr                 print the header and records (for the log)
+ *   pvread_kmod_test [--mode MODE] SUBCOMMAND...
+ *
+ *   hdr                 print the header, the line and the records (for the log)
  *   wait-mode MODE SEC  wait up to SEC seconds for header.mode == MODE
  *   stable              the stable-mode decision, as far as Xen shows it
  *   clocksource CS...   switch to each CS and back to xen
  *   hotplug CPU N       N offline/online cycles of CPU
  *   jumps               settimeofday, clock_settime, adjtimex, TAI
+ *   line-rate [PPM]     the line's ns per TSC tick against every registered
+ *                       record's, within PPM (default 10000, 1%)
+ *
+ * MODE is a number or a name: none, percpu, stable, line.  --mode is the
+ * mode the module settles in when nothing disturbs it (default line; percpu
+ * for a module loaded with line=0): what the subcommands wait for and check.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -41,6 +50,36 @@
 
 static const uint8_t *page;
 static int failures;
+static uint32_t expect_mode = PVREAD_MODE_LINE;
+
+static const char *const mode_names[] = { "none", "percpu", "stable", "line" };
+static const char *const line_names[] = {
+	"active", "off", "unvouched", "warp", "unchecked", "stable", "waiting",
+};
+
+static const char *mode_name(uint32_t m)
+{
+	return m < sizeof(mode_names) / sizeof(mode_names[0]) ? mode_names[m] : "?";
+}
+
+static const char *line_name(uint32_t s)
+{
+	return s < sizeof(line_names) / sizeof(line_names[0]) ? line_names[s] : "?";
+}
+
+/* "line" or "3" -> 3; -1 if neither. */
+static int parse_mode(const char *s)
+{
+	unsigned int i;
+	char *end;
+	long v;
+
+	for (i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]); i++)
+		if (!strcmp(s, mode_names[i]))
+			return i;
+	v = strtol(s, &end, 10);
+	return *s && !*end && v >= 0 && v < 256 ? (int)v : -1;
+}
 
 static void report(bool ok, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -178,11 +217,18 @@ static void print_hdr(void)
 	unsigned int i;
 
 	snap(&h);
-	printf("# mode=%u flags=%#x records=%u registered=%u stable_record=%u updates=%llu spread_ns=%llu bound_ns=%llu mult=%u shift=%u\n",
+	printf("# mode=%u flags=%#x records=%u registered=%u stable_record=%u updates=%llu spread_ns=%llu bound_ns=%llu mult=%u shift=%u line_state=%u tsc_warp=%llu\n",
 	       h.mode, h.flags, h.nr_records, h.nr_registered,
 	       h.stable_record, (unsigned long long)h.updates,
 	       (unsigned long long)h.spread_ns,
-	       (unsigned long long)h.error_bound_ns, h.tk.mult, h.tk.shift);
+	       (unsigned long long)h.error_bound_ns, h.tk.mult, h.tk.shift,
+	       h.line_state, (unsigned long long)h.tsc_warp);
+	printf("# line: mode %s, line %s, anchors=%llu tsc_timestamp=%llu tsc_span=%llu mul=%u shift=%u raw_mul=%u raw_shift=%u\n",
+	       mode_name(h.mode), line_name(h.line_state),
+	       (unsigned long long)h.line.anchors,
+	       (unsigned long long)h.line.tsc_timestamp,
+	       (unsigned long long)h.line.tsc_span, h.line.mul, h.line.shift,
+	       h.line.raw_mul, h.line.raw_shift);
 	printf("# registered_list=");
 	for (i = 0; i < h.nr_records; i++) {
 		unsigned int j = i;
@@ -200,10 +246,12 @@ static void print_hdr(void)
 	}
 	printf("\n");
 	for (i = 0; i < h.nr_records; i++)
-		printf("# record %u: state=%u vcpu=%u version=%u flags=%#x tsc_timestamp=%llu\n",
+		printf("# record %u: state=%u vcpu=%u version=%u flags=%#x tsc_timestamp=%llu mul=%u shift=%d\n",
 		       i, rec(i)->state, rec(i)->xen_vcpu_id,
 		       rec(i)->pvclock.version, rec(i)->pvclock.flags,
-		       (unsigned long long)rec(i)->pvclock.tsc_timestamp);
+		       (unsigned long long)rec(i)->pvclock.tsc_timestamp,
+		       rec(i)->pvclock.tsc_to_system_mul,
+		       rec(i)->pvclock.tsc_shift);
 }
 
 /* ---- stable mode: what the emulated Xen lets us see ---- */
@@ -239,9 +287,12 @@ static void test_stable(void)
 		       h.stable_record);
 	else
 		report(!(cpu0_kernel && (h.flags & PVREAD_FLAG_TSC_STABLE)) &&
-		       h.mode == PVREAD_MODE_PERCPU,
-		       "stable: without stable bit and kernel-owned vCPU 0, mode is per-cpu (mode %u)",
-		       h.mode);
+		       h.mode == expect_mode,
+		       "stable: without stable bit and kernel-owned vCPU 0, mode is %s (mode %u, line %s)",
+		       mode_name(expect_mode), h.mode, line_name(h.line_state));
+	report((h.mode == PVREAD_MODE_LINE) == (h.line_state == PVREAD_LINE_ACTIVE),
+	       "stable: line_state is active exactly when the mode is line (mode %u, line_state %u)",
+	       h.mode, h.line_state);
 	if (!stable)
 		printf("ok - stable: mode stable published and read # SKIP Xen never sets PVCLOCK_TSC_STABLE_BIT under QEMU TCG (no invariant TSC)\n");
 }
@@ -264,10 +315,11 @@ static void test_clocksource(int argc, char **argv)
 	for (i = 0; i < argc; i++) {
 		const char *cs = argv[i];
 
-		t = wait_mode(PVREAD_MODE_PERCPU, 10);
+		t = wait_mode(expect_mode, 20);
 		/* the library's first per-CPU read in a process is a syscall */
 		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
-		report(t >= 0, "clocksource: per-cpu mode before switching to %s", cs);
+		report(t >= 0, "clocksource: mode %s before switching to %s",
+		       mode_name(expect_mode), cs);
 		snap(&h0);
 		ret = write_file(CS_PATH, cs);
 		snap(&h);
@@ -294,7 +346,7 @@ static void test_clocksource(int argc, char **argv)
 		       h.mode == PVREAD_MODE_NONE,
 		       "clocksource: back to xen: xen flag at once, mode none during warmup (mode %u)",
 		       h.mode);
-		t = wait_mode(PVREAD_MODE_PERCPU, 10);
+		t = wait_mode(expect_mode, 20);
 		pvread_get_info(&info);
 		pvread_get_stats(&st0);
 		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -304,8 +356,8 @@ static void test_clocksource(int argc, char **argv)
 		       (unsigned long long)info.spread_ns, info.fast,
 		       st1.fast > st0.fast ? "fast" : "slow");
 		report(t >= 0 && info.fast && st1.fast == st0.fast + 1,
-		       "clocksource: back to xen: per-cpu mode after %.2f s, library fast again",
-		       t);
+		       "clocksource: back to xen: mode %s after %.2f s, library fast again",
+		       mode_name(expect_mode), t);
 	}
 }
 
@@ -585,7 +637,8 @@ static void test_jumps(void)
 	bool changed;
 	int ret;
 
-	report(wait_mode(PVREAD_MODE_PERCPU, 10) >= 0, "jumps: per-cpu mode to start with");
+	report(wait_mode(expect_mode, 20) >= 0, "jumps: mode %s to start with",
+	       mode_name(expect_mode));
 	beyond = bounded("steady", 1, &fast);
 	report(!beyond && fast, "jumps: steady: every clock within the bound, fast");
 
@@ -646,6 +699,10 @@ static void test_jumps(void)
 	report(ret >= 0 && changed,
 	       "jumps: adjtimex +500 ppm: mult %u -> %u in the page", h0.tk.mult, mult);
 	beyond = bounded("slewing +500 ppm", 1.5, &fast);
+	snap(&h);
+	printf("# +500 ppm: line mul %u -> %u (shift %u -> %u), %llu lines anchored meanwhile\n",
+	       h0.line.mul, h.line.mul, h0.line.shift, h.line.shift,
+	       (unsigned long long)(h.line.anchors - h0.line.anchors));
 	report(!beyond && fast, "jumps: while +500 ppm: every clock within the bound");
 	snap(&h0);
 	tx.modes = ADJ_FREQUENCY;
@@ -673,9 +730,50 @@ static void test_jumps(void)
 	adjtimex(&tx);
 }
 
+/* ---- the line's rate against the records' ---- */
+
+static void test_line_rate(long limit_ppm)
+{
+	struct pvread_header h;
+	double line_ns, rec_ns, worst = 0;
+	unsigned int i, n = 0, worst_cpu = 0;
+
+	snap(&h);
+	if (h.mode != PVREAD_MODE_LINE) {
+		printf("ok - line: its rate is the records' # SKIP mode %s (line %s): no line in use\n",
+		       mode_name(h.mode), line_name(h.line_state));
+		return;
+	}
+	/* ns = (d << shift) * mul >> 32; Xen's: (d <<|>> tsc_shift) * mul >> 32 */
+	line_ns = h.line.mul * (double)(1ULL << h.line.shift) / 4294967296.0;
+	for (i = 0; i < h.nr_records; i++) {
+		const volatile struct pvread_pvclock *p = &rec(i)->pvclock;
+		double dev;
+
+		if (!(rec(i)->state & PVREAD_RECORD_REGISTERED))
+			continue;
+		rec_ns = p->tsc_to_system_mul / 4294967296.0;
+		rec_ns = p->tsc_shift >= 0 ? rec_ns * (1ULL << p->tsc_shift) :
+					     rec_ns / (1ULL << -p->tsc_shift);
+		dev = (line_ns - rec_ns) / rec_ns * 1e6;
+		printf("# line: %.6f ns per TSC tick; record %u: %.6f (mul %u shift %d): %+.0f ppm\n",
+		       line_ns, i, rec_ns, p->tsc_to_system_mul, p->tsc_shift, dev);
+		if (fabs(dev) >= fabs(worst)) {
+			worst = dev;
+			worst_cpu = i;
+		}
+		n++;
+	}
+	report(n && fabs(worst) <= limit_ppm,
+	       "line: its rate is the records' (%u records, worst %+.0f ppm on record %u, limit %ld)",
+	       n, worst, worst_cpu, limit_ppm);
+}
+
 static void usage(void)
 {
-	fprintf(stderr, "usage: pvread_kmod_test hdr | wait-mode MODE SEC | stable | clocksource CS... | hotplug CPU N | jumps\n");
+	fprintf(stderr, "usage: pvread_kmod_test [--mode MODE] hdr | wait-mode MODE SEC | stable | clocksource CS... |\n"
+		"                        hotplug CPU N | jumps | line-rate [PPM]\n"
+		"  MODE: none, percpu, stable, line or a number; --mode: the mode to expect (default line)\n");
 	exit(2);
 }
 
@@ -683,16 +781,32 @@ int main(int argc, char **argv)
 {
 	setenv("PVREAD_MAX_ERROR_NS", TOLERANCE, 1);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc >= 3 && !strcmp(argv[1], "--mode")) {
+		int m = parse_mode(argv[2]);
+
+		if (m < 0)
+			usage();
+		expect_mode = m;
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc < 2)
 		usage();
 	map_page();
 	if (!strcmp(argv[1], "hdr")) {
 		print_hdr();
 	} else if (!strcmp(argv[1], "wait-mode") && argc == 4) {
-		double t = wait_mode(atoi(argv[2]), atof(argv[3]));
+		int m = parse_mode(argv[2]);
+		double t;
 
-		printf("# mode %s after %.2f s\n", t < 0 ? "not reached" : "reached", t);
+		if (m < 0)
+			usage();
+		t = wait_mode(m, atof(argv[3]));
+		printf("# mode %s %s after %.2f s\n", mode_name(m),
+		       t < 0 ? "not reached" : "reached", t);
 		return t < 0;
+	} else if (!strcmp(argv[1], "line-rate") && argc <= 3) {
+		test_line_rate(argc == 3 ? atol(argv[2]) : 10000);
 	} else if (!strcmp(argv[1], "stable")) {
 		test_stable();
 	} else if (!strcmp(argv[1], "clocksource")) {
