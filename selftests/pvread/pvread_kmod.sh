@@ -1,10 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # In a Xen guest, with pvread.ko not loaded: the kernel side under what a
-# guest does -- sysfs status, the stable-mode decision, clocksource switches,
-# vCPU hotplug, time jumps and slews, suspend/resume, 100 load/unload cycles.
+# guest does -- sysfs status, the stable-mode decision, line mode leaving
+# on a TSC warp and coming back, clocksource switches, vCPU hotplug, time
+# jumps and slews, suspend/resume, 100 load/unload cycles.
 # Prints "ok"/"not ok" lines; exits non-zero when any failed.
-# Usage: pvread_kmod.sh [MODULE] [CYCLES]
+# Usage: [PVREAD_KMOD_ARGS=...] pvread_kmod.sh [MODULE] [CYCLES]
+# Every load takes PVREAD_KMOD_ARGS as its parameters (see pvread_lib.sh).
 mod=${1:-./pvread.ko}
 cycles=${2:-100}
 here=$(dirname "$0")
@@ -12,10 +14,16 @@ here=$(dirname "$0")
 sys=/sys/class/misc/pvread
 csdir=/sys/devices/system/clocksource/clocksource0
 T=pvread_kmod_test
+params=/sys/module/pvread/parameters
 
 # run_t ARGS...: a pvread_kmod_test subcommand, which prints its own lines.
 run_t() {
-	"$T" "$@" || failed=1
+	"$T" --mode "$expect_mode" "$@" || failed=1
+}
+
+# wait_mode MODE SEC: wait for the page's mode (prints the outcome).
+wait_mode() {
+	"$T" wait-mode "$1" "$2"
 }
 
 # hdr_field NAME: one field from "pvread_kmod_test hdr"
@@ -34,16 +42,47 @@ if [ "$(cat $csdir/current_clocksource)" != xen ] &&
 	echo xen > $csdir/current_clocksource
 	echo "# switched the clocksource to $(cat $csdir/current_clocksource)"
 fi
-check "kmod: insmod pvread.ko" insmod "$mod"
-"$T" wait-mode 1 10 | sed 's/^/# /'
+echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode"
+check "kmod: insmod pvread.ko" pvread_insmod "$mod"
+wait_mode "$expect_mode" 30
 
 # ---- observability: sysfs ----
-for f in mode flags tsc_stable xen_clocksource registered stable_record \
-	 updates last_update_age_ms spread_ns error_bound_ns resumes; do
+for f in mode line xen_tsc tsc_warp line_anchors flags tsc_stable \
+	 xen_clocksource registered stable_record updates last_update_age_ms \
+	 spread_ns error_bound_ns resumes; do
 	echo "# $sys/$f: $(cat $sys/$f 2>&1)"
 done
-check "sysfs: mode reads percpu, as the page says" \
-	[ "$(cat $sys/mode)/$(hdr_field mode)" = percpu/1 ]
+for f in "$params"/*; do
+	echo "# $f: $(cat "$f" 2>&1)"
+done
+"$T" hdr | sed -n '1,2p'
+case $expect_mode in percpu) want_nr=1 ;; *) want_nr=3 ;; esac
+check "sysfs: mode reads $expect_mode, as the page says" \
+	[ "$(cat $sys/mode)/$(hdr_field mode)" = "$expect_mode/$want_nr" ]
+# header.line_state, PVREAD_LINE_* in order
+line_names="active off unvouched warp unchecked stable waiting"
+line_name() {
+	_i=$1
+	# shellcheck disable=SC2086  # the list's words
+	set -- $line_names
+	shift "$_i" 2>/dev/null && echo "$1"
+}
+check "sysfs: line reads the page's line_state ($(hdr_field line_state))" \
+	[ "$(cat $sys/line)" = "$(line_name "$(hdr_field line_state)")" ]
+check "sysfs: tsc_warp is the page's" [ "$(cat $sys/tsc_warp)" = "$(hdr_field tsc_warp)" ]
+check "sysfs: xen_tsc says what Xen's CPUID leaf says" \
+	sh -c "grep -qE '^emulated=[01] reliable=[01] mode=[0-9]+ khz=[0-9]+\$' $sys/xen_tsc"
+if [ "$expect_mode" = percpu ]; then
+	check "sysfs: line off, as line=0 asks" [ "$(cat $sys/line)" = off ]
+else
+	check "sysfs: line active" [ "$(cat $sys/line)" = active ]
+	a0=$(cat $sys/line_anchors)
+	sleep 1
+	a1=$(cat $sys/line_anchors)
+	echo "# line_anchors: $a0 -> $a1 in 1 s"
+	check "sysfs: a line anchored at every update (line_anchors advance)" [ "$a1" -gt "$a0" ]
+	run_t line-rate 50000
+fi
 # every online vCPU, but vCPU 0 when its area is the kernel's (flag 0x8)
 want_registered() {
 	if [ $(($(hdr_field flags) & 8)) -ne 0 ]; then
@@ -73,6 +112,57 @@ check "sysfs: read-only (writing refused)" sh -c "! echo 1 > $sys/mode 2>/dev/nu
 # ---- stable mode decision ----
 run_t stable
 
+# ---- line mode: a TSC that goes back across vCPUs ends it ----
+# test_tsc_skew makes the module's cross-vCPU check add ticks on the last
+# online CPU, so that the check sees the TSC go back; cleared and checked
+# again, the line comes back.  A reader (threads of one process) runs
+# across both changes of mode and must never see a clock go back.
+warp_skew=100000000
+if [ "$expect_mode" != line ]; then
+	echo "ok - line: a TSC warp ends line mode # SKIP no line mode here (parameters \"$PVREAD_KMOD_ARGS\")"
+elif [ "$(grep -c ^processor /proc/cpuinfo)" -lt 2 ]; then
+	echo "ok - line: a TSC warp ends line mode # SKIP one vCPU: the cross-vCPU TSC check has no second vCPU"
+elif [ ! -w $params/test_tsc_skew ] || [ ! -e $sys/tsc_check ]; then
+	check "line: test_tsc_skew and tsc_check present" false
+else
+	# Reads until it is stopped (SIGTERM), at most 120 s.
+	pvread_order --only threads --expect-mode any --min-fast 0 --reads 0 \
+		--seconds 120 --max-seconds 120 --wait 0 \
+		> /tmp/pvread-order-warp.out 2>&1 &
+	reader=$!
+	sleep 2
+	pvread_state "before the warp"
+	a0=$(cat $sys/line_anchors)
+	echo $warp_skew > $params/test_tsc_skew
+	echo 1 > $sys/tsc_check
+	rc=$?
+	wait_mode percpu 5
+	pvread_state "after test_tsc_skew=$warp_skew and a check"
+	"$T" hdr | sed -n '1,2p'
+	check "line: tsc_check runs (write returns 0)" [ $rc -eq 0 ]
+	check "line: a TSC warp ends line mode (mode percpu, line warp)" \
+		[ "$(cat $sys/mode)/$(cat $sys/line)" = percpu/warp ]
+	check "line: the page says so too (mode 1, line_state 3)" \
+		[ "$(hdr_field mode)/$(hdr_field line_state)" = 1/3 ]
+	check "line: tsc_warp shows the step back ($(cat $sys/tsc_warp) ticks, skew $warp_skew)" \
+		[ "$(cat $sys/tsc_warp)" -gt $((warp_skew / 2)) ]
+	sleep 2
+	echo 0 > $params/test_tsc_skew
+	echo 1 > $sys/tsc_check
+	wait_mode line 30
+	pvread_state "after test_tsc_skew=0 and a check"
+	check "line: the skew cleared and checked again, line mode is back (mode line, line active)" \
+		[ "$(cat $sys/mode)/$(cat $sys/line)" = line/active ]
+	check "line: a new line anchored" [ "$(cat $sys/line_anchors)" -gt "$a0" ]
+	sleep 2
+	kill -TERM $reader
+	wait $reader
+	rc=$?
+	sed 's/^/# warp reader: /' /tmp/pvread-order-warp.out | grep -v '^# warp reader: # threads: reader'
+	check "line: threads reading across line -> percpu -> line never saw a clock go back (pvread_order exit $rc)" \
+		[ $rc -eq 0 ]
+fi
+
 # ---- clocksource switched away and back ----
 if insmod ./pvread_test_cs.ko; then
 	others=$(tr ' ' '\n' < $csdir/available_clocksource | grep -v '^xen$' | grep .)
@@ -87,7 +177,10 @@ fi
 # ---- vCPU hotplug ----
 if [ -e /sys/devices/system/cpu/cpu1/online ]; then
 	run_t hotplug 1 10
-	echo "# after hotplug: registered $(cat $sys/registered), mode $(cat $sys/mode)"
+	echo "# after hotplug: registered $(cat $sys/registered), mode $(cat $sys/mode), line $(cat $sys/line)"
+	# cpu1 online again runs the TSC check again: the mode comes back.
+	wait_mode "$expect_mode" 30
+	check "hotplug: mode $expect_mode again after the cycles" [ "$(cat $sys/mode)" = "$expect_mode" ]
 else
 	echo "ok - hotplug: cpu1 offline/online cycles # SKIP one vCPU: no cpu1 to take offline"
 fi
@@ -99,6 +192,7 @@ run_t jumps
 # pm_test "core" runs the whole suspend path -- freezing, devices, the other
 # CPUs offline, syscore suspend -- and resumes instead of sleeping.
 r0=$(cat $sys/resumes)
+a0=$(cat $sys/line_anchors)
 # "mem" must mean S3 ("deep"): a Xen domU offers only s2idle there, where
 # pm_test is refused and the syscore hooks never run.
 if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test &&
@@ -113,8 +207,14 @@ if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test &&
 	check "suspend: syscore resume re-registered the records" [ "$r1" -gt "$r0" ]
 	check "suspend: every online vCPU registered after resume" \
 		[ "$(cat $sys/registered)" = "$(want_registered)" ]
-	"$T" wait-mode 1 10 | sed 's/^/# /'
-	check "suspend: per-cpu mode again after resume" [ "$(cat $sys/mode)" = percpu ]
+	wait_mode "$expect_mode" 30
+	pvread_state "after resume"
+	check "suspend: mode $expect_mode again after resume" [ "$(cat $sys/mode)" = "$expect_mode" ]
+	if [ "$expect_mode" = line ]; then
+		check "suspend: the line re-anchored after resume (line_anchors $a0 -> $(cat $sys/line_anchors))" \
+			[ "$(cat $sys/line_anchors)" -gt "$a0" ]
+		run_t line-rate 50000
+	fi
 else
 	echo "ok - suspend: S3 test cycle (pm_test=core) completes # SKIP no S3 here (mem_sleep: $(cat /sys/power/mem_sleep 2>/dev/null || echo none); pm_test: $(cat /sys/power/pm_test 2>/dev/null || echo none))"
 fi
@@ -146,7 +246,7 @@ load_read_unload() {
 	local n=$1 i=0
 	while [ $i -lt "$n" ]; do
 		i=$((i + 1))
-		insmod "$mod" || { bad=$((bad + 1)); continue; }
+		pvread_insmod "$mod" || { bad=$((bad + 1)); continue; }
 		"$T" hdr > /dev/null || bad=$((bad + 1))
 		rmmod pvread || bad=$((bad + 1))
 	done

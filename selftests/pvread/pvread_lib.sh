@@ -13,3 +13,36 @@ check_dmesg() {
 	[ -n "$bad" ] && echo "$bad" | sed 's/^/# dmesg: /'
 	check "dmesg clean (no BUG, WARNING, Oops, Call Trace, refcount)" [ -z "$bad" ]
 }
+
+# Module parameters for every insmod of the suite, in one place: the
+# machine's (vm/matrix.sh sets PVREAD_KMOD_ARGS in the guest's command),
+# e.g. "line=0" (per-CPU mode) or "tsc_reliable=1".  pvread_test --stress
+# reloads with them too.
+PVREAD_KMOD_ARGS=${PVREAD_KMOD_ARGS-}
+export PVREAD_KMOD_ARGS
+# The mode the module settles in: percpu when loaded with line=0, else line
+# (PVREAD_EXPECT_MODE, if set, says otherwise).
+expect_mode=line
+for _pvread_a in $PVREAD_KMOD_ARGS; do
+	case $_pvread_a in
+	line=0|line=[nN]*|line=off) expect_mode=percpu ;;
+	line=*) expect_mode=line ;;
+	esac
+done
+expect_mode=${PVREAD_EXPECT_MODE:-$expect_mode}
+
+# pvread_insmod MODULE: insmod with the suite's parameters.
+pvread_insmod() {
+	# shellcheck disable=SC2086  # one word per parameter
+	insmod "$1" $PVREAD_KMOD_ARGS
+}
+
+# pvread_state [WHEN]: the module's state on one "# " line.
+pvread_state() {
+	_s=/sys/class/misc/pvread
+	_r() { cat "$_s/$1" 2>/dev/null || echo -; }
+	echo "# pvread${1:+ $1}: mode $(_r mode), line $(_r line), xen_tsc \"$(_r xen_tsc)\", bound $(_r error_bound_ns) ns, spread $(_r spread_ns) ns, tsc_warp $(_r tsc_warp), line_anchors $(_r line_anchors), parameters \"$PVREAD_KMOD_ARGS\""
+	if [ "$expect_mode" = line ] && [ "$(_r line)" = unvouched ]; then
+		echo "# pvread: nobody vouches for one TSC across vCPUs here (xen_tsc \"$(_r xen_tsc)\"): line mode needs tsc_reliable=1 in this machine's parameters (vm/matrix.sh)"
+	fi
+}
