@@ -11,48 +11,86 @@
 # --save-restore) or migrates it (--migrate): RESUMES of them (default 1).
 # With "new-scale" the domain comes back on a TSC of another frequency
 # (domu.sh --tsc-khz): vCPU 0's record must then have another
-# tsc_to_system_mul/tsc_shift than before. Afterwards: the module saw that many resumes, re-registered every online vCPU, went
-# back to per-CPU mode, and the reader saw no backward step, no read beyond
-# the bound and no exactness violation. Prints ok/not ok lines.
+# tsc_to_system_mul/tsc_shift than before. After each resume: the mode
+# comes back (line, or per-CPU where PVREAD_KMOD_ARGS has line=0) and, in
+# line mode, a new line is anchored (line_anchors grows past what it was
+# before the save, line active) whose rate is the records' (so a line from
+# before a TSC frequency change is not still in use). Afterwards: the module
+# saw that many resumes, re-registered every online vCPU, and the reader saw
+# no backward step, no read beyond the bound and no exactness violation.
+# The module is loaded with PVREAD_KMOD_ARGS (see pvread_lib.sh). Prints
+# ok/not ok lines.
 stress=${1:-150}
 wait_s=${2:-$((stress + 60))}
 resumes=${3:-1}
 new_scale=${4:-}
-# vCPU 0's record's tsc_to_system_mul/tsc_shift, from pvread-status
-scale() { pvread-status | awk '$1 == "0" && $3 == "registered" { print $7 "/" $8 }'; }
+# vCPU 0's record's tsc_to_system_mul/tsc_shift, as the page has it
+scale() {
+	pvread_kmod_test hdr |
+		sed -n 's/^# record 0: state=1 .* mul=\([0-9]*\) shift=\(-*[0-9]*\)$/\1\/\2/p'
+}
 # shellcheck source=../selftests/pvread/pvread_lib.sh
 . ./pvread_lib.sh
 sys=/sys/class/misc/pvread
+uptime_s() { cut -d. -f1 /proc/uptime; }
 
-check "saverestore: insmod pvread.ko" insmod ./pvread.ko
-pvread_kmod_test wait-mode 1 10 | sed 's/^/# /'
+echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode"
+check "saverestore: insmod pvread.ko" pvread_insmod ./pvread.ko
+pvread_kmod_test wait-mode "$expect_mode" 30
 r0=$(cat $sys/resumes)
 s0=$(scale)
 echo "# before: registered $(cat $sys/registered), mode $(cat $sys/mode), resumes $r0"
+pvread_state before
+pvread_kmod_test hdr | sed -n '1,2p'
 echo "# records before:"; pvread-status | sed -n '/^cpu /,$p' | sed 's/^/#   /'
+[ "$expect_mode" = line ] && pvread_kmod_test line-rate 50000 | sed 's/^/# before the save: /'
 
 # The reader runs across the save/restore; its own KTAP lines are the checks.
-pvread_test --stress "$stress" --module ./pvread.ko --suspends >/tmp/stress.out 2>&1 &
+pvread_test --stress "$stress" --module ./pvread.ko --suspends \
+	--expect-mode "$expect_mode" >/tmp/stress.out 2>&1 &
 reader=$!
-i=0
-while [ "$(cat $sys/resumes)" -lt $((r0 + resumes)) ] && [ $i -lt "$wait_s" ]; do
+# Look every second; at each resume, what came back.  a_prev is the line
+# count at the last look, from before the domain was saved.
+end=$(($(uptime_s) + wait_s))
+seen=$r0
+a_prev=$(cat $sys/line_anchors)
+while [ "$seen" -lt $((r0 + resumes)) ] && [ "$(uptime_s)" -lt $end ]; do
 	sleep 1
-	i=$((i + 1))
+	r=$(cat $sys/resumes)
+	if [ "$r" -gt "$seen" ]; then
+		n=$((r - r0))
+		echo "# resume $n seen: resumes $seen -> $r; now mode $(cat $sys/mode), line $(cat $sys/line), line_anchors $a_prev -> $(cat $sys/line_anchors)"
+		seen=$r
+		pvread_kmod_test wait-mode "$expect_mode" 30
+		pvread_state "after resume $n"
+		pvread_kmod_test hdr | sed -n '1,2p'
+		check "saverestore: after resume $n: mode $expect_mode again" \
+			[ "$(cat $sys/mode)" = "$expect_mode" ]
+		if [ "$expect_mode" = line ]; then
+			check "saverestore: after resume $n: the line re-anchored (line_anchors $a_prev -> $(cat $sys/line_anchors), line $(cat $sys/line))" \
+				[ "$(cat $sys/line_anchors)" -gt "$a_prev" -a "$(cat $sys/line)" = active ]
+			pvread_kmod_test line-rate 50000 || failed=1
+		fi
+	fi
+	a_prev=$(cat $sys/line_anchors)
 done
 r1=$(cat $sys/resumes)
-echo "# resumes $r0 -> $r1 after ~$i s"
+echo "# resumes $r0 -> $r1"
 wait $reader
 rc=$?
 # KTAP as it came (its ok/not ok lines count as results), then ours.
 cat /tmp/stress.out
 check "saverestore: reader across $resumes suspend/resume(s) (pvread_test --stress exit $rc)" [ $rc -eq 0 ]
 check "saverestore: the module saw $resumes resume(s) (resumes $r0 -> $r1)" [ "$r1" -eq $((r0 + resumes)) ]
-pvread_kmod_test wait-mode 1 10 | sed 's/^/# /'
+pvread_kmod_test wait-mode "$expect_mode" 30
 echo "# after: registered $(cat $sys/registered), mode $(cat $sys/mode)"
+pvread_state after
 echo "# records after:"; pvread-status | sed -n '/^cpu /,$p' | sed 's/^/#   /'
 check "saverestore: every online vCPU registered after restore" \
 	[ "$(cat $sys/registered)" = "$(cat /sys/devices/system/cpu/online)" ]
-check "saverestore: per-cpu mode after restore" [ "$(cat $sys/mode)" = percpu ]
+check "saverestore: mode $expect_mode after restore" [ "$(cat $sys/mode)" = "$expect_mode" ]
+check "saverestore: a resume check for each resume ($((seen - r0)) of $resumes)" \
+	[ "$((seen - r0))" -eq "$resumes" ]
 if [ "$new_scale" = new-scale ]; then
 	s1=$(scale)
 	differ() { [ -n "$1" ] && [ -n "$2" ] && [ "$1" != "$2" ]; }
