@@ -3,70 +3,98 @@
 # lib.sh, from the top of the repository.
 #
 # A machine is a name, the vm/run arguments that boot it, the guest script
-# that runs the suite in it, and the kernel its pvread.ko is built for.
+# that runs the suite in it, the kernel its pvread.ko is built for, and the
+# module parameters every load of pvread.ko in it takes (optional): the
+# guest gets them as PVREAD_KMOD_ARGS, which the guest scripts and
+# pvread_test --stress use for every insmod (selftests/pvread/pvread_lib.sh),
+# and with line=0 they expect per-CPU mode instead of line mode.
+#
+# Line mode needs one TSC across vCPUs that someone vouches for: Xen does
+# when it emulates rdtsc or finds the host's TSC safe (its CPUID time leaf,
+# sysfs xen_tsc). Under QEMU TCG it never finds the TSC safe, and it does
+# not emulate dom0's or a tsc_mode=native domU's, so those machines load
+# with tsc_reliable=1 (QEMU runs one TSC for every vCPU; the module's own
+# cross-vCPU check still runs); a domU under xl's default tsc_mode is
+# emulated (emulated=1), and Xen vouches.
 
-# name | vm/run MACHINE and options | guest script | module built for
+# name | vm/run MACHINE and options | guest script | module built for | parameters
 MATRIX_SPECS=(
     # Linux 6.1 dom0 picks tsc with 1 vCPU (measured): select xen first.
-    "xen417-1cpu|xen --smp 1 --clocksource xen|pvread_xen.sh|6.1"
-    "xen417-2cpu|xen --smp 2|pvread_xen.sh|6.1"
-    "xen417-4cpu|xen --smp 4|pvread_xen.sh|6.1"
-    "plain|plain --smp 2|pvread_plain.sh|6.1"
+    "xen417-1cpu|xen --smp 1 --clocksource xen|pvread_xen.sh|6.1|tsc_reliable=1"
+    "xen417-2cpu|xen --smp 2|pvread_xen.sh|6.1|tsc_reliable=1"
+    # The per-CPU records only (line=0): the path line mode replaces, and
+    # what the module falls back to, kept tested.
+    "xen417-2cpu-percpu|xen --smp 2|pvread_xen.sh|6.1|line=0"
+    "xen417-4cpu|xen --smp 4|pvread_xen.sh|6.1|tsc_reliable=1"
+    "plain|plain --smp 2|pvread_plain.sh|6.1|"
     # Linux 6.12 dom0 starts on tsc and moves to xen only once its watchdog
     # finds the TSC unstable (a few seconds in, under TCG): select xen first.
-    "xen420-1cpu|xen420 --smp 1 --clocksource xen|pvread_xen.sh|6.12"
-    "xen420-2cpu|xen420 --smp 2 --clocksource xen|pvread_xen.sh|6.12"
-    "xen420-4cpu|xen420 --smp 4 --clocksource xen|pvread_xen.sh|6.12"
+    "xen420-1cpu|xen420 --smp 1 --clocksource xen|pvread_xen.sh|6.12|tsc_reliable=1"
+    "xen420-2cpu|xen420 --smp 2 --clocksource xen|pvread_xen.sh|6.12|tsc_reliable=1"
+    "xen420-4cpu|xen420 --smp 4 --clocksource xen|pvread_xen.sh|6.12|tsc_reliable=1"
     # domU machines: "domu ARGS" means vm/run-domu ARGS (a Xen 4.17 machine
     # whose dom0 starts a domU with xl; the suite runs in the domU).
     # tsc_mode native: Xen's default emulates the domU's TSC under TCG
     # (every rdtscp traps: 25 min instead of 3), where real hardware with an
     # invariant TSC runs it natively.
-    "xen417-domu-pv|domu --tsc-mode native|pvread_xen.sh|6.1"
+    "xen417-domu-pv|domu --tsc-mode native|pvread_xen.sh|6.1|tsc_reliable=1"
     # xl save + xl restore 20 s into a 60 s stress reader in the domU.
-    "xen417-domu-save|domu --tsc-mode native --save-restore 20|domu-saverestore.sh 60|6.1"
+    "xen417-domu-save|domu --tsc-mode native --save-restore 20|domu-saverestore.sh 60|6.1|tsc_reliable=1"
     # PVH needs HVM inside the emulated machine: QEMU TCG's SVM.
-    "xen417-domu-pvh|domu --tsc-mode native --type pvh --cpu qemu64,+rdtscp,+svm,+npt|pvread_xen.sh|6.1"
+    "xen417-domu-pvh|domu --tsc-mode native --type pvh --cpu qemu64,+rdtscp,+svm,+npt|pvread_xen.sh|6.1|tsc_reliable=1"
     # Live migration needs log-dirty paging: HAP (the +npt) for a PVH
     # domU; Debian builds Xen without shadow paging, which a PV domU
     # would need. xl save + restore at 15 s, xl migrate at 35 s.
-    "xen417-domu-migrate|domu --tsc-mode native --type pvh --cpu qemu64,+rdtscp,+svm,+npt --save-restore 15 --migrate 35|domu-saverestore.sh 60 150 2|6.1"
+    "xen417-domu-migrate|domu --tsc-mode native --type pvh --cpu qemu64,+rdtscp,+svm,+npt --save-restore 15 --migrate 35|domu-saverestore.sh 60 150 2|6.1|tsc_reliable=1"
     # Restored as if on another host: the image's TSC frequency set to
-    # 1.5 GHz (xl-tsc-khz), which Xen's default tsc_mode then emulates.
-    "xen417-domu-tscfreq|domu --save-restore 20 --tsc-khz 1500000|domu-saverestore.sh 60 150 1 new-scale|6.1"
+    # 1.5 GHz (xl-tsc-khz), which Xen's default tsc_mode then emulates --
+    # and so vouches for: no tsc_reliable here.
+    "xen417-domu-tscfreq|domu --save-restore 20 --tsc-khz 1500000|domu-saverestore.sh 60 150 1 new-scale|6.1|"
 )
-# The default run (CI): every vCPU count on the first generation, the plain
-# guest, the second generation with 2 vCPUs, a PV domU and its save/restore
-# (also onto another TSC frequency). The PVH domUs are in --full only: once
-# in about ten runs a PVH vCPU triple-faults as it comes online under QEMU
-# TCG's nested SVM (see vm/README.md).
-MATRIX_DEFAULT=(xen417-1cpu xen417-2cpu xen417-4cpu plain xen420-2cpu
-                xen417-domu-pv xen417-domu-save xen417-domu-tscfreq)
+# The default run (CI): every vCPU count on the first generation, and its
+# 2-vCPU machine again in per-CPU mode, the plain guest, the second
+# generation with 2 vCPUs, a PV domU and its save/restore (also onto
+# another TSC frequency). The PVH domUs are in --full only: once in about
+# ten runs a PVH vCPU triple-faults as it comes online under QEMU TCG's
+# nested SVM (see vm/README.md).
+MATRIX_DEFAULT=(xen417-1cpu xen417-2cpu xen417-2cpu-percpu xen417-4cpu plain
+                xen420-2cpu xen417-domu-pv xen417-domu-save xen417-domu-tscfreq)
 
 matrix_names() { local s; for s in "${MATRIX_SPECS[@]}"; do echo "${s%%|*}"; done; }
 
-# matrix_spec NAME: set M_RUN (array of vm/run arguments), M_SCRIPT, M_KMOD.
+# matrix_spec NAME: set M_RUN (array of vm/run arguments), M_SCRIPT, M_KMOD,
+# M_PARAMS (the module parameters, may be empty).
 matrix_spec() {
-    local s name rest
+    local s name run
     for s in "${MATRIX_SPECS[@]}"; do
         name=${s%%|*}
         [[ $name == "$1" ]] || continue
-        rest=${s#*|}
-        read -r -a M_RUN <<<"${rest%%|*}"
-        rest=${rest#*|}
-        M_SCRIPT=${rest%%|*}
-        M_KMOD=${rest#*|}
+        IFS='|' read -r name run M_SCRIPT M_KMOD M_PARAMS <<<"$s"
+        read -r -a M_RUN <<<"$run"
         return 0
     done
     return 1
 }
 
-# matrix_check_names NAME...: die on an unknown machine name.
+# matrix_check_names NAME...: die on an unknown machine name, or on
+# parameters that could not travel in the guest's shell command.
 matrix_check_names() {
     local n
     for n in "$@"; do
         matrix_spec "$n" || die "unknown machine '$n' (known: $(matrix_names | tr '\n' ' '))"
+        [[ $M_PARAMS =~ ^[A-Za-z0-9_.,=\ -]*$ ]] ||
+            die "machine '$n': module parameters '$M_PARAMS' may hold only letters, digits, _ . , = - and spaces"
     done
+}
+
+# matrix_guest_cmd CMD: CMD with the machine's (matrix_spec's) module
+# parameters in the guest's environment.
+matrix_guest_cmd() {
+    if [[ -n $M_PARAMS ]]; then
+        printf "export PVREAD_KMOD_ARGS='%s'; %s" "$M_PARAMS" "$1"
+    else
+        printf '%s' "$1"
+    fi
 }
 
 # matrix_prepare NAME...: setup, build the payloads the machines need.
@@ -187,8 +215,8 @@ matrix_boot() {
         if [[ -z $payload ]]; then
             echo "=== $name: not booted: $XEN420_ERROR"
             matrix_record "$name" fail "machine prepared (setup, module build)"
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "-" "-" "-" "-" "-" \
-                "$XEN420_ERROR" >>"$MACHINE_ROWS"
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "-" "-" "-" "-" \
+                "${M_PARAMS:--}" "-" "$XEN420_ERROR" >>"$MACHINE_ROWS"
             return 0
         fi
         matrix_record "$name" pass "machine prepared (setup, module build)"
@@ -199,6 +227,7 @@ matrix_boot() {
         runner=(vm/run-domu --suite "$payload")
         M_RUN=("${M_RUN[@]:1}")
     fi
+    cmd=$(matrix_guest_cmd "$cmd")
     echo "=== $name: ${runner[0]} ${M_RUN[*]} -- $cmd"
     rm -f "$status"
     # "|| rc=": a failing machine is a result, not an error (lib.sh's ERR
@@ -232,12 +261,13 @@ matrix_boot() {
     else
         matrix_record "$name" fail "guest suite exit status 0"
     fi
-    # machine, exit, boot s, total s, guest clocksource, splats, reason
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$rc" \
+    # machine, exit, boot s, total s, guest clocksource, module parameters,
+    # splats, reason
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$rc" \
         "$(grep -m1 '^boot_s=' "$status" 2>/dev/null | cut -d= -f2- || true)" \
         "$(grep -m1 '^total_s=' "$status" 2>/dev/null | cut -d= -f2- || true)" \
         "$(grep -m1 '^guest=' "$status" 2>/dev/null | sed 's/.*clocksource=//' || true)" \
-        "${splats:--}" "$reason" >>"$MACHINE_ROWS"
+        "${M_PARAMS:--}" "${splats:--}" "$reason" >>"$MACHINE_ROWS"
     return 0
 }
 
@@ -294,8 +324,8 @@ matrix_summary() {
     echo
     echo "=== machines (one row per boot)"
     awk -F'\t' '
-    BEGIN { printf "%-16s %5s %7s %8s %-18s %6s  %s\n", "machine", "exit", "boot s", "total s", "clocksource", "splats", "failure" }
-    { printf "%-16s %5s %7s %8s %-18s %6s  %s\n", $1, $2, $3, $4, $5, $6, $7 }' "$MACHINE_ROWS"
+    BEGIN { printf "%-19s %5s %7s %8s %-18s %-15s %6s  %s\n", "machine", "exit", "boot s", "total s", "clocksource", "parameters", "splats", "failure" }
+    { printf "%-19s %5s %7s %8s %-18s %-15s %6s  %s\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$MACHINE_ROWS"
     if [[ ${MATRIX_FIGURES:-1} == 1 ]]; then
         echo
         echo "=== figures (from the guest output)"
@@ -303,7 +333,7 @@ matrix_summary() {
         for m in "${machines[@]}"; do
             f=$RUNDIR/$m.out
             [[ -s $f ]] || continue
-            grep -E '^# (stress:|[0-9]+ vCPUs, |cpu[0-9]+: .*violations|CLOCK_[A-Z_, ]+: .*(beyond|backward steps))' "$f" |
+            grep -E '^# (stress:|order: |pvread after load: |[0-9]+ vCPUs, |cpu[0-9]+: .*violations|CLOCK_[A-Z_, ]+: .*(beyond|backward steps))' "$f" |
                 sed "s/^# /$m: /" || true
         done
     fi
