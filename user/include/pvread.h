@@ -65,6 +65,9 @@ struct pvread_info {
 	int64_t last_update_ns;	/* CLOCK_MONOTONIC of the last update mirrored */
 	uint32_t stable_record;	/* in PVREAD_MODE_STABLE */
 	int fast;		/* 1 when a read now would take the fast path */
+	uint32_t line_state;	/* PVREAD_LINE_*: why the mode is, or is not, line */
+	uint64_t tsc_warp;	/* worst TSC step back across vCPUs, ticks */
+	uint64_t line_anchors;	/* lines started since the module was loaded */
 };
 PVREAD_API int pvread_get_info(struct pvread_info *info);
 

@@ -840,6 +840,9 @@ int pvread_get_info(struct pvread_info *info)
 		info->spread_ns = LOAD(h->spread_ns);
 		info->updates = LOAD(h->updates);
 		info->stable_record = LOAD(h->stable_record);
+		info->line_state = LOAD(h->line_state);
+		info->tsc_warp = LOAD(h->tsc_warp);
+		info->line_anchors = LOAD(h->line.anchors);
 		info->last_update_ns =
 			LOAD(h->tk.base[CLOCK_MONOTONIC].sec) * NSEC_PER_SEC +
 			(int64_t)(LOAD(h->tk.base[CLOCK_MONOTONIC].snsec) >>

@@ -22,9 +22,28 @@ static const char *mode_name(uint32_t mode)
 		return "per-cpu records";
 	case PVREAD_MODE_STABLE:
 		return "stable (one record serves every CPU)";
+	case PVREAD_MODE_LINE:
+		return "line (one line serves every CPU)";
 	default:
 		return "unknown";
 	}
+}
+
+/* header.line_state, as the module's sysfs attribute "line" names it. */
+static const char *line_state_name(uint32_t state)
+{
+	static const char *const names[] = {
+		[PVREAD_LINE_ACTIVE] = "active",
+		[PVREAD_LINE_OFF] = "off",
+		[PVREAD_LINE_UNVOUCHED] = "unvouched",
+		[PVREAD_LINE_WARP] = "warp",
+		[PVREAD_LINE_UNCHECKED] = "unchecked",
+		[PVREAD_LINE_STABLE] = "stable",
+		[PVREAD_LINE_WAITING] = "waiting",
+	};
+
+	return state < sizeof(names) / sizeof(names[0]) && names[state] ?
+	       names[state] : "unknown";
 }
 
 static int64_t ns_of(const struct timespec *ts)
@@ -71,11 +90,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("mode:            %s\n", mode_name(info.mode));
-	printf("flags:          %s%s%s%s\n",
+	printf("line:            %s (%u)\n", line_state_name(info.line_state),
+	       info.line_state);
+	printf("line anchors:    %llu\n", (unsigned long long)info.line_anchors);
+	printf("tsc warp:        %llu ticks\n", (unsigned long long)info.tsc_warp);
+	printf("flags:          %s%s%s%s%s%s\n",
 	       info.flags & PVREAD_FLAG_XEN_CLOCKSOURCE ? " xen-clocksource" : "",
 	       info.flags & PVREAD_FLAG_TSC_AUX ? " tsc-aux" : "",
 	       info.flags & PVREAD_FLAG_TSC_STABLE ? " tsc-stable" : "",
-	       info.flags & PVREAD_FLAG_CPU0_OWNED_BY_KERNEL ? " cpu0-vdso" : "");
+	       info.flags & PVREAD_FLAG_CPU0_OWNED_BY_KERNEL ? " cpu0-vdso" : "",
+	       info.flags & PVREAD_FLAG_TSC_EMULATED ? " tsc-emulated" : "",
+	       info.flags & PVREAD_FLAG_HOST_TSC_RELIABLE ?
+	       " host-tsc-reliable" : "");
 	printf("records:         %u registered of %u\n", info.nr_registered,
 	       info.nr_records);
 	printf("updates:         %llu\n", (unsigned long long)info.updates);
