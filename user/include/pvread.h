@@ -14,8 +14,21 @@
  *
  * CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME and
  * CLOCK_MONOTONIC_COARSE never go back within a process, on any thread and
- * any CPU, across fast and slow paths (the kernel's own MONOTONIC_COARSE
- * can, before Linux 6.15, on NTP frequency changes).
+ * any CPU, across fast and slow paths and changes of mode (the kernel's own
+ * MONOTONIC_COARSE can, before Linux 6.15, on NTP frequency changes).
+ *
+ * In line mode (PVREAD_MODE_LINE) readings of CLOCK_MONOTONIC, _RAW and
+ * BOOTTIME taken from the line are also ordered across every CPU, thread
+ * and process that reads the page's line, and write no shared memory.  The
+ * kernel's clock may be behind the line by up to the bound, so once a
+ * process has returned a line reading, the kernel's answer to those clocks
+ * (a fallback) is lifted to the line's value at the TSC now, clamped to
+ * the line's ends: never below a line reading returned before it began, in
+ * any process, and above the kernel's answer by at most the bound.  A
+ * process that never returned one gets the kernel's exact answer.  Per-CPU
+ * readings are not ordered across processes, nor a fallback against line
+ * readings that begin after it in another process (it may be ahead by up
+ * to the bound), nor REALTIME and TAI, which the kernel steps.
  *
  * All functions are thread-safe and async-signal-safe; the first call maps
  * the device (open, mmap, close) and a signal handler or thread that races
