@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * libpvread: clock_gettime() without a system call on Xen guests whose
- * clocksource is "xen", from the records pvread.ko publishes in /dev/pvread.
+ * clocksource is "xen", from the records, or the line, pvread.ko publishes
+ * in /dev/pvread.
  *
  * Every call answers like its libc namesake.  When the fast path cannot
  * vouch for its answer -- no module, a clocksource other than "xen", records
  * being rewritten, a published error bound above the caller's tolerance --
- * the call is the libc call, and so exactly the kernel's answer.
+ * the call is the libc call: the kernel's answer, for the clocks that never
+ * go back held at or above what the process returned before (below).
  *
  * The tolerance is PVREAD_MAX_ERROR_NS from the environment, read once at
  * the first call: the largest deviation from the kernel's clock, in ns, the
