@@ -81,7 +81,7 @@ MODULE_PARM_DESC(tsc_reliable, "Take the TSC as one across vCPUs even where Xen 
 
 static int test_tsc_skew;
 module_param(test_tsc_skew, int, 0644);
-MODULE_PARM_DESC(test_tsc_skew, "For tests: TSC ticks the warp check adds on the last online CPU");
+MODULE_PARM_DESC(test_tsc_skew, "For tests: the TSC check sees the TSC of the last online CPU go back by this many ticks");
 
 /* One rate of the line: MONOTONIC's, or MONOTONIC_RAW's. */
 struct pvread_run {
@@ -754,7 +754,7 @@ static u64 pvread_line_anchor(struct pvread_header *h,
 	struct pvread_line_state *l = &pv.ln;
 	u64 rm = mul_u64_u32_shr(m->rate, tk->tkr_mono.mult, tk->tkr_mono.shift);
 	u64 rr = mul_u64_u32_shr(m->rate, tk->tkr_raw.mult, tk->tkr_raw.shift);
-	u64 tmid = m->t0 + (m->t1 - m->t0) / 2, ta, d, gap, dev = 0, far;
+	u64 tmid = m->t0 + (m->t1 - m->t0) / 2, ta, d, gap, dev = 0, far, lo, hi;
 	s64 km = pvread_tk_mono_ns(tk, m->k), kr = pvread_tk_raw_ns(tk, m->k);
 	s64 mlo = pvread_tk_mono_ns(tk, m->lo), mhi = pvread_tk_mono_ns(tk, m->hi);
 	s64 rlo = pvread_tk_raw_ns(tk, m->lo), rhi = pvread_tk_raw_ns(tk, m->hi);
@@ -795,10 +795,9 @@ static u64 pvread_line_anchor(struct pvread_header *h,
 	dev = max(dev, pvread_dev(l->raw.ns, rlo, rhi + gap));
 	/* Unsteered for a whole span, at most this far from any record. */
 	rm = pvread_run_rate(&l->mono);
-	far = max(pvread_abs_diff(rm, mul_u64_u32_shr(m->rate_lo, tk->tkr_mono.mult,
-					       tk->tkr_mono.shift)),
-		  pvread_abs_diff(rm, mul_u64_u32_shr(m->rate_hi, tk->tkr_mono.mult,
-					       tk->tkr_mono.shift)));
+	lo = mul_u64_u32_shr(m->rate_lo, tk->tkr_mono.mult, tk->tkr_mono.shift);
+	hi = mul_u64_u32_shr(m->rate_hi, tk->tkr_mono.mult, tk->tkr_mono.shift);
+	far = max(pvread_abs_diff(rm, lo), pvread_abs_diff(rm, hi));
 	pvread_line_publish(&h->line, tk);
 	return dev + mul_u64_u64_shr(far, l->span, 32);
 }
@@ -1510,7 +1509,12 @@ static int pvread_warp_fn(void *data)
 
 	for (i = 0; i < PVREAD_WARP_LOOPS; i++) {
 		raw_spin_lock(&w->lock);
-		now = rdtsc_ordered() + skew;
+		/*
+		 * test_tsc_skew: every other read on one CPU that far ahead,
+		 * so that the check sees it go back however the CPUs
+		 * interleave.
+		 */
+		now = rdtsc_ordered() + (i & 1 ? 0 : skew);
 		if (w->last && (s64)(w->last - now) > 0)
 			w->worst = max(w->worst, w->last - now);
 		w->last = now;
