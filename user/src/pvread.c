@@ -333,7 +333,10 @@ static inline bool never_back(clockid_t clock)
 	       clock == CLOCK_BOOTTIME || clock == CLOCK_MONOTONIC_COARSE;
 }
 
-/* The clocks the line, and the floor on every fast reading, serve. */
+/*
+ * The fine clocks that never go back: the line orders them across
+ * processes, and whether a reading raises their floor depends on the mode.
+ */
 static inline bool fine_never_back(clockid_t clock)
 {
 	return never_back(clock) && clock != CLOCK_MONOTONIC_COARSE;
