@@ -544,6 +544,42 @@ static const struct clk clks[] = {
  * Library reads of every clock for @secs, each between two kernel reads
  * widened by the published bound.  Returns the number outside; counts fast.
  */
+/* "bound 12, delta 3": the fallbacks between two pvread_get_stats(). */
+static void slow_reasons(char *buf, size_t len, const struct pvread_stats *st0,
+			 const struct pvread_stats *st1)
+{
+	size_t used = 0;
+	unsigned int j;
+
+	buf[0] = '\0';
+	for (j = 0; j < PVREAD_SLOW_NR_REASONS && used < len; j++)
+		if (st1->slow_by_reason[j] != st0->slow_by_reason[j])
+			used += snprintf(buf + used, len - used, "%s%s %llu",
+					 used ? ", " : "",
+					 pvread_slow_reason_name(j),
+					 (unsigned long long)(st1->slow_by_reason[j] -
+							      st0->slow_by_reason[j]));
+	if (!used)
+		snprintf(buf, len, "none");
+}
+
+/* The page's mode, bound, and how old its line is against its span. */
+static void print_page_state(const char *what)
+{
+	struct pvread_header h;
+	uint64_t tsc;
+
+	snap(&h);
+	rdtscp_aux(&tsc);
+	printf("# %s: page mode %s, line %s, bound %llu ns, line anchored %lld ticks ago (span %llu), %llu lines, %llu updates\n",
+	       what, mode_name(h.mode), line_name(h.line_state),
+	       (unsigned long long)h.error_bound_ns,
+	       (long long)(tsc - h.line.tsc_timestamp),
+	       (unsigned long long)h.line.tsc_span,
+	       (unsigned long long)h.line.anchors,
+	       (unsigned long long)h.updates);
+}
+
 static long bounded(const char *what, double secs, long *fast_out)
 {
 	int64_t end = sys_ns(CLOCK_MONOTONIC) + (int64_t)(secs * 1e9);
@@ -553,7 +589,9 @@ static long bounded(const char *what, double secs, long *fast_out)
 	struct timespec ts;
 	int64_t k0, k1, v, b;
 	unsigned int i;
+	char why[200];
 
+	print_page_state(what);
 	pvread_get_stats(&st0);
 	do {
 		for (i = 0; i < sizeof(clks) / sizeof(clks[0]); i++) {
@@ -576,8 +614,11 @@ static long bounded(const char *what, double secs, long *fast_out)
 	} while (sys_ns(CLOCK_MONOTONIC) < end);
 	pvread_get_stats(&st1);
 	*fast_out = st1.fast - st0.fast;
-	printf("# %s: %ld reads, %ld fast, %ld beyond the bound\n", what, reads,
-	       *fast_out, beyond);
+	slow_reasons(why, sizeof(why), &st0, &st1);
+	printf("# %s: %ld reads, %ld fast, %ld beyond the bound; fallbacks: %s\n",
+	       what, reads, *fast_out, beyond, why);
+	if (*fast_out < reads / 2)
+		print_page_state(what);
 	return beyond;
 }
 
@@ -602,6 +643,13 @@ static bool bracketed_once(clockid_t clock, int64_t *dev, bool *fast)
 	k1 = sys_ns(clock);
 	pvread_get_stats(&st1);
 	*fast = st1.fast != st0.fast;
+	if (!*fast) {
+		char why[100];
+
+		slow_reasons(why, sizeof(why), &st0, &st1);
+		printf("# clock %d read via libc: %s\n", clock, why);
+		print_page_state("at that read");
+	}
 	v = ts_ns(&ts);
 	*dev = v < k0 ? v - k0 : (v > k1 ? v - k1 : 0);
 	return v >= k0 - b && v <= k1 + b;
