@@ -14,7 +14,8 @@
 # tsc_to_system_mul/tsc_shift than before. After each resume: the mode
 # comes back (line, or per-CPU where PVREAD_KMOD_ARGS has line=0) and, in
 # line mode, a new line is anchored (line_anchors grows past what it was
-# before the save, line active) whose rate is the records' (so a line from
+# at the first look after the resume if the mode was not back yet, else
+# before the save; line active) whose rate is the records' (so a line from
 # before a TSC frequency change is not still in use). Afterwards: the module
 # saw that many resumes, re-registered every online vCPU, and the reader saw
 # no backward step, no read beyond the bound and no exactness violation.
@@ -59,7 +60,13 @@ while [ "$seen" -lt $((r0 + resumes)) ] && [ "$(uptime_s)" -lt $end ]; do
 	r=$(cat $sys/resumes)
 	if [ "$r" -gt "$seen" ]; then
 		n=$((r - r0))
-		echo "# resume $n seen: resumes $seen -> $r; now mode $(cat $sys/mode), line $(cat $sys/line), line_anchors $a_prev -> $(cat $sys/line_anchors)"
+		m_now=$(cat $sys/mode)
+		a_now=$(cat $sys/line_anchors)
+		echo "# resume $n seen: resumes $seen -> $r; now mode $m_now, line $(cat $sys/line), line_anchors $a_prev -> $a_now"
+		# Lines anchored since the mode came back: counted from now if
+		# it is not back yet, else from the last look before the save.
+		a_ref=$a_prev
+		[ "$m_now" = "$expect_mode" ] || a_ref=$a_now
 		seen=$r
 		pvread_kmod_test wait-mode "$expect_mode" 30
 		pvread_state "after resume $n"
@@ -67,8 +74,8 @@ while [ "$seen" -lt $((r0 + resumes)) ] && [ "$(uptime_s)" -lt $end ]; do
 		check "saverestore: after resume $n: mode $expect_mode again" \
 			[ "$(cat $sys/mode)" = "$expect_mode" ]
 		if [ "$expect_mode" = line ]; then
-			check "saverestore: after resume $n: the line re-anchored (line_anchors $a_prev -> $(cat $sys/line_anchors), line $(cat $sys/line))" \
-				[ "$(cat $sys/line_anchors)" -gt "$a_prev" -a "$(cat $sys/line)" = active ]
+			check "saverestore: after resume $n: the line re-anchored (line_anchors $a_ref -> $(cat $sys/line_anchors), line $(cat $sys/line))" \
+				[ "$(cat $sys/line_anchors)" -gt "$a_ref" -a "$(cat $sys/line)" = active ]
 			pvread_kmod_test line-rate 50000 || failed=1
 		fi
 	fi
