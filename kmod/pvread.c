@@ -70,6 +70,7 @@ static_assert(sizeof(struct pvread_header) <= PAGE_SIZE);
 #define PVREAD_LINE_GUARD_NS	20000
 #define PVREAD_LINE_SPAN_NS	(NSEC_PER_SEC / 2)
 #define PVREAD_WARP_LOOPS	5000
+#define PVREAD_WARP_MAX_US	2000	/* every CPU stopped: keep it short */
 
 static bool line = true;
 module_param(line, bool, 0444);
@@ -153,7 +154,6 @@ static struct {
 	bool tsc_checked;		/* the warp check has run since load/resume */
 	u64 tsc_warp;			/* what it saw, ticks */
 	u32 xen_tsc_flags, xen_tsc_mode, xen_tsc_khz;
-	struct work_struct check_work;	/* warp check after a resume or online */
 } pv;
 
 static struct pvread_record *pvread_record(unsigned int cpu)
@@ -442,8 +442,12 @@ static int pvread_cpu_online(unsigned int cpu)
 	}
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
-	/* One more vCPU to agree on the TSC with: check it (at load, too). */
-	schedule_work(&pv.check_work);
+	/*
+	 * No TSC check for a vCPU coming back: Xen runs one TSC for the whole
+	 * domain (emulated, or native with one offset), which the check at
+	 * load or resume saw; stopping every CPU for it on each hotplug would
+	 * cost more than it could find.
+	 */
 	return 0;
 }
 
@@ -1490,6 +1494,7 @@ struct pvread_warp {
 	raw_spinlock_t lock;
 	u64 last;		/* the TSC last read, by any CPU */
 	u64 worst;		/* largest step back seen */
+	u64 ticks;		/* how long each CPU keeps at it */
 	unsigned int skew_cpu;
 	s64 skew;
 };
@@ -1504,10 +1509,16 @@ static int pvread_warp_fn(void *data)
 {
 	struct pvread_warp *w = data;
 	s64 skew = smp_processor_id() == w->skew_cpu ? w->skew : 0;
+	u64 now, start = rdtsc_ordered();
 	unsigned int i;
-	u64 now;
 
-	for (i = 0; i < PVREAD_WARP_LOOPS; i++) {
+	/*
+	 * Lock hand-offs among vCPUs that their host deschedules can take
+	 * long (under emulation, seconds for 5000 rounds on 4 vCPUs): the
+	 * timekeeper waits meanwhile, so stop after a while too.
+	 */
+	for (i = 0; i < PVREAD_WARP_LOOPS &&
+	     (i < 2 || rdtsc_ordered() - start < w->ticks); i++) {
 		raw_spin_lock(&w->lock);
 		/*
 		 * test_tsc_skew: every other read on one CPU that far ahead,
@@ -1525,13 +1536,15 @@ static int pvread_warp_fn(void *data)
 
 /*
  * The line serves every CPU, so every CPU's TSC must tell the same time:
- * measure it at load, after every resume and CPU online, and on request.
+ * measure it at load, after every resume (another host, maybe another
+ * TSC), and on request.
  */
 static void pvread_tsc_check(void)
 {
 	struct pvread_warp w = {
 		.lock = __RAW_SPIN_LOCK_UNLOCKED(w.lock),
 		.skew = READ_ONCE(test_tsc_skew),
+		.ticks = (u64)max(tsc_khz, 1U) * PVREAD_WARP_MAX_US / 1000,
 	};
 	unsigned long irqflags;
 	int ret = 0;
@@ -1551,11 +1564,6 @@ static void pvread_tsc_check(void)
 	pv.tsc_checked = true;
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
-}
-
-static void pvread_check_work(struct work_struct *work)
-{
-	pvread_tsc_check();
 }
 
 static bool pvread_cpu_has_rdtscp(void)
@@ -1637,7 +1645,6 @@ static int __init pvread_init(void)
 	h->spread_ns = U64_MAX;
 	pv.cpu0_owned_by_kernel = !!pvclock_get_pvti_cpu0_va();
 	INIT_WORK(&pv.resume_work, pvread_resume_work);
-	INIT_WORK(&pv.check_work, pvread_check_work);
 
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "pvread:online",
 				pvread_cpu_online, pvread_cpu_offline);
@@ -1650,8 +1657,6 @@ static int __init pvread_init(void)
 			goto err_areas;
 		}
 	}
-	/* Once for every CPU now, not once per CPU that came online. */
-	cancel_work_sync(&pv.check_work);
 	pvread_tsc_check();
 
 	ret = pvclock_gtod_register_notifier(&pvread_gtod_nb);
@@ -1674,7 +1679,6 @@ err_syscore:
 	cancel_work_sync(&pv.resume_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 err_areas:
-	cancel_work_sync(&pv.check_work);
 	pvread_release_areas();
 	pvread_free();
 	return ret;
@@ -1690,7 +1694,6 @@ static void __exit pvread_exit(void)
 	misc_deregister(&pvread_misc);
 	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
-	cancel_work_sync(&pv.check_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 	pvread_release_areas();
 	pvread_free();
