@@ -913,7 +913,7 @@ static int line_cross_thread(void)
 	       CT_THREADS, CT_MS, (unsigned long long)anchors,
 	       atomic_load(&ct_fast), atomic_load(&ct_slow),
 	       atomic_load(&ct_back));
-	return atomic_load(&ct_back) != 0 || anchors < 1000 ||
+	return atomic_load(&ct_back) != 0 || anchors < 200 ||
 	       atomic_load(&ct_slow) > atomic_load(&ct_fast) / 1000;
 }
 
