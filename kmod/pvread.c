@@ -742,6 +742,57 @@ static void pvread_line_publish(struct pvread_line *hl,
 			     l->raw.frac);
 }
 
+/* Add @add (ns << 32) to @b, a base of the line. */
+static void pvread_base_add(struct pvread_clock_base *b, unsigned __int128 add)
+{
+	const u64 one_sec = (u64)NSEC_PER_SEC << 32;
+	unsigned __int128 v = (unsigned __int128)b->snsec + add;
+	u64 rem;
+
+	b->sec += div64_u64_rem((u64)(v >> 32), NSEC_PER_SEC, &rem);
+	b->snsec = (rem << 32) | (u32)v;
+	WARN_ON_ONCE(b->snsec >= one_sec);
+}
+
+/*
+ * The ended line, flat at its end: after a restore the TSC may be another
+ * host's, lower than the anchor, and a reader clamping it there would get
+ * the line's start, below what it may have returned.  Where the line
+ * stood at its end holds whatever the TSC, and is where the next line
+ * starts.  pv.lock held, header open, the line ended.
+ */
+static void pvread_line_flatten(struct pvread_header *h)
+{
+	struct pvread_line_state *l = &pv.ln;
+	struct pvread_line *hl = &h->line;
+	unsigned __int128 mono, raw;
+	unsigned int c;
+
+	if (!l->exists || l->live)
+		return;
+	mono = (unsigned __int128)(l->span << l->mono.shift) * l->mono.mul;
+	raw = (unsigned __int128)(l->span << l->raw.shift) * l->raw.mul;
+	for (c = 0; c < PVREAD_NR_CLOCK_BASES; c++)
+		if (c == CLOCK_MONOTONIC_RAW)
+			pvread_base_add(&hl->base[c], raw);
+		else if (hl->base[c].sec || hl->base[c].snsec)
+			pvread_base_add(&hl->base[c], mono);
+	pvread_run_at(&l->mono, l->span, &l->mono.ns, &l->mono.frac);
+	pvread_run_at(&l->raw, l->span, &l->raw.ns, &l->raw.frac);
+	l->mono.mul = 0;
+	l->mono.shift = 0;
+	l->raw.mul = 0;
+	l->raw.shift = 0;
+	l->tsc = 0;
+	l->span = 1;
+	hl->tsc_timestamp = 0;
+	hl->tsc_span = 1;
+	hl->mul = 0;
+	hl->shift = 0;
+	hl->raw_mul = 0;
+	hl->raw_shift = 0;
+}
+
 /*
  * Anchor the next line at the TSC now: continue the live one, aimed at the
  * kernel's clock, or start one at the kernel's clock but never below where
@@ -1345,7 +1396,10 @@ static int pvread_syscore_suspend_hook(void)
 	bound = pv.have_first ? pvread_window_worst_bound(pv.last_sec) : 0;
 	pv.carry_at_suspend = bound == U64_MAX ? 0 : bound;
 	pv.suspended = true;
-	pvread_republish();
+	pvread_write_begin(pv.hdr);
+	pvread_publish(pv.hdr);
+	pvread_line_flatten(pv.hdr);
+	pvread_write_end(pv.hdr);
 	pvread_unregister_all(pv.to_register);
 	raw_spin_unlock(&pv.lock);
 	return 0;
