@@ -72,8 +72,8 @@ static_assert(sizeof(struct pvread_header) <= PAGE_SIZE);
 #define PVREAD_WARP_LOOPS	5000
 #define PVREAD_WARP_MAX_US	2000	/* every CPU stopped: keep it short */
 
-static bool line = true;
-module_param(line, bool, 0444);
+static bool pvread_line_enabled = true;
+module_param_named(line, pvread_line_enabled, bool, 0444);
 MODULE_PARM_DESC(line, "Publish one clock line for every vCPU when the TSC allows (default 1; 0: per-CPU records only)");
 
 static bool tsc_reliable;
@@ -123,12 +123,15 @@ static struct {
 	cpumask_var_t tsc_aux_ok;
 	cpumask_var_t prepared;		/* online callback has run */
 	cpumask_var_t to_register;	/* after a resume, by each CPU itself */
+	cpumask_var_t tsc_covered;	/* CPUs the last TSC check ran on */
 	bool xen_clocksource;		/* at the last timekeeper update */
 	bool ready;			/* warmed up, records readable */
 	bool suspended;			/* between syscore suspend and resume */
 	u64 last_update_ns;		/* ktime_get_mono_fast_ns() then */
 	u64 resumes;
 	struct work_struct resume_work;	/* checks TSC_AUX after a resume */
+	struct work_struct check_work;	/* TSC check for a CPU not yet in one */
+	struct mutex check_mutex;	/* one TSC check at a time */
 
 	/* bound window, only touched by the notifier (timekeeper serialises) */
 	u64 window[PVREAD_WINDOW_SEC];
@@ -202,9 +205,9 @@ static bool pvread_tsc_vouched(void)
 }
 
 /* Why the line may not be used now, or PVREAD_LINE_ACTIVE; pv.lock held. */
-static u32 pvread_line_state(u32 flags)
+static u32 pvread_line_reason(u32 flags)
 {
-	if (!line)
+	if (!pvread_line_enabled)
 		return PVREAD_LINE_OFF;
 	if ((flags & PVREAD_FLAG_TSC_STABLE) && pv.cpu0_owned_by_kernel)
 		return PVREAD_LINE_STABLE;
@@ -284,7 +287,7 @@ static void pvread_publish(struct pvread_header *h)
 
 	h->nr_registered = cpumask_weight(pv.registered);
 	h->flags = flags;
-	h->line_state = pvread_line_state(flags);
+	h->line_state = pvread_line_reason(flags);
 	h->tsc_warp = pv.tsc_warp;
 	h->mode = PVREAD_MODE_NONE;
 	h->stable_record = 0;
@@ -440,14 +443,19 @@ static int pvread_cpu_online(unsigned int cpu)
 		cpumask_set_cpu(cpu, pv.registered);
 		WRITE_ONCE(rec->state, PVREAD_RECORD_REGISTERED);
 	}
+	/*
+	 * A vCPU the last TSC check saw needs no other: Xen runs one TSC for
+	 * the whole domain (emulated, or native with one offset), and
+	 * stopping every CPU on each hotplug would cost more than it could
+	 * find.  One it did not see (offline then, or back from S3 after the
+	 * resume's check) gets one, and no line until it is done.
+	 */
+	if (!cpumask_test_cpu(cpu, pv.tsc_covered)) {
+		pv.tsc_checked = false;
+		schedule_work(&pv.check_work);
+	}
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
-	/*
-	 * No TSC check for a vCPU coming back: Xen runs one TSC for the whole
-	 * domain (emulated, or native with one offset), which the check at
-	 * load or resume saw; stopping every CPU for it on each hotplug would
-	 * cost more than it could find.
-	 */
 	return 0;
 }
 
@@ -853,6 +861,10 @@ static u64 pvread_line_anchor(struct pvread_header *h,
 	lo = mul_u64_u32_shr(m->rate_lo, tk->tkr_mono.mult, tk->tkr_mono.shift);
 	hi = mul_u64_u32_shr(m->rate_hi, tk->tkr_mono.mult, tk->tkr_mono.shift);
 	far = max(pvread_abs_diff(rm, lo), pvread_abs_diff(rm, hi));
+	rr = pvread_run_rate(&l->raw);
+	lo = mul_u64_u32_shr(m->rate_lo, tk->tkr_raw.mult, tk->tkr_raw.shift);
+	hi = mul_u64_u32_shr(m->rate_hi, tk->tkr_raw.mult, tk->tkr_raw.shift);
+	far = max3(far, pvread_abs_diff(rr, lo), pvread_abs_diff(rr, hi));
 	pvread_line_publish(&h->line, tk);
 	return dev + mul_u64_u64_shr(far, l->span, 32);
 }
@@ -1022,7 +1034,7 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 
 	pvread_write_begin(h);
 	pvread_mirror(&h->tk, tk);
-	if (ready && pvread_line_state(pvread_flags()) == PVREAD_LINE_ACTIVE) {
+	if (ready && pvread_line_reason(pvread_flags()) == PVREAD_LINE_ACTIVE) {
 		dev = pvread_line_anchor(h, tk, &m);
 		bound = pvread_carried_bound(tk, pvread_window_bound(now_sec,
 								     dev));
@@ -1423,6 +1435,7 @@ static void pvread_syscore_resume_hook(void)
 	cpumask_and(pv.tsc_aux_ok, pv.tsc_aux_ok, cpumask_of(self));
 	/* Maybe another host, another TSC: no line until checked again. */
 	pv.tsc_checked = false;
+	cpumask_clear(pv.tsc_covered);
 	pv.carry_ns = max(pv.carry_ns, pv.carry_at_suspend);
 	pv.carry_until = 0;
 	pvread_restart_window();
@@ -1491,10 +1504,16 @@ static void pvread_unregister_syscore(void)
 static void pvread_resume_cpu(void *unused)
 {
 	unsigned int cpu = smp_processor_id();
+	bool again;
 
 	raw_spin_lock(&pv.lock);
-	if (cpumask_test_and_clear_cpu(cpu, pv.to_register) &&
-	    !pvread_register_self(cpu)) {
+	again = cpumask_test_and_clear_cpu(cpu, pv.to_register);
+	raw_spin_unlock(&pv.lock);
+	/* A hypercall, maybe long: not under the lock every CPU takes. */
+	again = again && !pvread_register_self(cpu);
+
+	raw_spin_lock(&pv.lock);
+	if (again) {
 		cpumask_set_cpu(cpu, pv.registered);
 		WRITE_ONCE(pvread_record(cpu)->state, PVREAD_RECORD_REGISTERED);
 	}
@@ -1551,6 +1570,7 @@ struct pvread_warp {
 	u64 ticks;		/* how long each CPU keeps at it */
 	unsigned int skew_cpu;
 	s64 skew;
+	struct cpumask *covered;	/* the CPUs that ran it */
 };
 
 /*
@@ -1565,6 +1585,10 @@ static int pvread_warp_fn(void *data)
 	s64 skew = smp_processor_id() == w->skew_cpu ? w->skew : 0;
 	u64 now, start = rdtsc_ordered();
 	unsigned int i;
+
+	/* Every CPU is here, the online mask cannot change. */
+	if (smp_processor_id() == cpumask_first(cpu_online_mask))
+		cpumask_copy(w->covered, cpu_online_mask);
 
 	/*
 	 * Lock hand-offs among vCPUs that their host deschedules can take
@@ -1601,9 +1625,18 @@ static void pvread_tsc_check(void)
 		.ticks = (u64)max(tsc_khz, 1U) * PVREAD_WARP_MAX_US / 1000,
 	};
 	unsigned long irqflags;
+	cpumask_var_t covered;
+	u64 resumes;
 	int ret = 0;
 
+	if (!zalloc_cpumask_var(&covered, GFP_KERNEL))
+		return;
+	w.covered = covered;
+	mutex_lock(&pv.check_mutex);
 	pvread_read_xen_tsc();
+	raw_spin_lock_irqsave(&pv.lock, irqflags);
+	resumes = pv.resumes;
+	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
 	/* Racing a hotplug only moves the skew to another CPU: tests hold still. */
 	w.skew_cpu = cpumask_last(cpu_online_mask);
 	ret = stop_machine(pvread_warp_fn, &w, cpu_online_mask);
@@ -1611,13 +1644,27 @@ static void pvread_tsc_check(void)
 		w.worst = U64_MAX;
 
 	raw_spin_lock_irqsave(&pv.lock, irqflags);
+	/* A resume since: maybe another host; its own check will tell. */
+	if (pv.resumes != resumes) {
+		raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+		goto out;
+	}
 	if (w.worst && !pv.tsc_warp)
 		pr_warn("the TSC went back across vCPUs (%lld ticks): no clock line\n",
 			w.worst == U64_MAX ? -1LL : (s64)w.worst);
 	pv.tsc_warp = w.worst;
+	cpumask_copy(pv.tsc_covered, covered);
 	pv.tsc_checked = true;
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+out:
+	mutex_unlock(&pv.check_mutex);
+	free_cpumask_var(covered);
+}
+
+static void pvread_check_work(struct work_struct *work)
+{
+	pvread_tsc_check();
 }
 
 static bool pvread_cpu_has_rdtscp(void)
@@ -1632,6 +1679,7 @@ static void pvread_free(void)
 	free_cpumask_var(pv.tsc_aux_ok);
 	free_cpumask_var(pv.prepared);
 	free_cpumask_var(pv.to_register);
+	free_cpumask_var(pv.tsc_covered);
 	kfree(pv.cpus);
 	pv.cpus = NULL;
 }
@@ -1677,7 +1725,8 @@ static int __init pvread_init(void)
 	if (!pv.cpus || !zalloc_cpumask_var(&pv.registered, GFP_KERNEL) ||
 	    !zalloc_cpumask_var(&pv.tsc_aux_ok, GFP_KERNEL) ||
 	    !zalloc_cpumask_var(&pv.prepared, GFP_KERNEL) ||
-	    !zalloc_cpumask_var(&pv.to_register, GFP_KERNEL)) {
+	    !zalloc_cpumask_var(&pv.to_register, GFP_KERNEL) ||
+	    !zalloc_cpumask_var(&pv.tsc_covered, GFP_KERNEL)) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
@@ -1699,6 +1748,8 @@ static int __init pvread_init(void)
 	h->spread_ns = U64_MAX;
 	pv.cpu0_owned_by_kernel = !!pvclock_get_pvti_cpu0_va();
 	INIT_WORK(&pv.resume_work, pvread_resume_work);
+	INIT_WORK(&pv.check_work, pvread_check_work);
+	mutex_init(&pv.check_mutex);
 
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "pvread:online",
 				pvread_cpu_online, pvread_cpu_offline);
@@ -1711,6 +1762,8 @@ static int __init pvread_init(void)
 			goto err_areas;
 		}
 	}
+	/* Once for every CPU, not once for each that came online. */
+	cancel_work_sync(&pv.check_work);
 	pvread_tsc_check();
 
 	ret = pvclock_gtod_register_notifier(&pvread_gtod_nb);
@@ -1733,6 +1786,7 @@ err_syscore:
 	cancel_work_sync(&pv.resume_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 err_areas:
+	cancel_work_sync(&pv.check_work);
 	pvread_release_areas();
 	pvread_free();
 	return ret;
@@ -1748,6 +1802,7 @@ static void __exit pvread_exit(void)
 	misc_deregister(&pvread_misc);
 	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
+	cancel_work_sync(&pv.check_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 	pvread_release_areas();
 	pvread_free();

@@ -42,7 +42,6 @@
 #define DEFAULT_TOLERANCE_NS 10000ULL
 #define MAX_TRIES 8		/* reads spoilt by updates that completed */
 #define MAX_WAIT_TSC (1ULL << 32)	/* for an update in progress: 1-2 s */
-#define MAX_WAIT_LINE_TSC (1ULL << 20)	/* the same, for a fallback: < 1 ms */
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -578,8 +577,10 @@ static inline void respect_floor(clockid_t clock, struct timespec *ts)
  * bound.  The module promises that the line's value, clamped to the line's
  * ends, never decreases, also after the mode has left PVREAD_MODE_LINE (the
  * last line stays, its span cut): so lift the kernel's answer to the line's
- * value now.  An update that does not complete within a moment, or a page
- * that never had a line, leaves the answer to the floor.
+ * value now, waiting for an update as long as a read does (the kernel's
+ * own clock_gettime() waits for the timekeeper the same way).  An update
+ * that does not complete within that, or a page that never had a line,
+ * leaves the answer to the floor.
  */
 static __attribute__((noinline, cold))
 void not_below_line(const struct mapping *m, clockid_t clock,
@@ -602,7 +603,7 @@ void not_below_line(const struct mapping *m, clockid_t clock,
 
 			if (!since)
 				since = now;
-			else if (now - since > MAX_WAIT_LINE_TSC)
+			else if (now - since > MAX_WAIT_TSC)
 				return;
 			_mm_pause();
 			continue;

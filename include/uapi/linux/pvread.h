@@ -152,22 +152,29 @@ struct pvread_timekeeper {
  *
  * What the module promises:
  *  - For every fine clock but REALTIME and TAI, which the kernel steps,
- *    the value never decreases: not within one line, and not when the
- *    module replaces a line with the next (each starts at or above where
- *    its predecessor stood at its anchor, and above it for as long as a
- *    reader could still be reading the old one), so readings from the page
- *    are ordered across every CPU, thread and process.
- *  - While header.mode is PVREAD_MODE_LINE, a reading differs from the
- *    kernel's clock_gettime() at the same instant on any CPU by at most
- *    header.error_bound_ns: twice the widest disagreement the module saw,
- *    over the last 16 s of timekeeping updates, among the line (at the end
- *    of each line's life and the start of the next), the kernel's own
- *    clocksource read and every registered vCPU record, plus how far the
- *    line's rate differs from the records' over tsc_span, plus 1 us.
+ *    the line's value never decreases: not within one line, and not when
+ *    the module replaces a line with the next (each starts at or above
+ *    where its predecessor stood at its anchor, and above it for 20 us
+ *    after, while a reader that read its TSC late could still be on the
+ *    old one), so readings from the line are ordered across every CPU,
+ *    thread and process.  Readings in the other modes are not ordered
+ *    against them.
+ *  - While header.mode is PVREAD_MODE_LINE, header.error_bound_ns
+ *    estimates how far a reading can be from the kernel's clock_gettime()
+ *    at the same instant on any CPU: twice the widest disagreement the
+ *    module saw, over the last 16 s of timekeeping updates, among the
+ *    line (at the end of each line's life and the start of the next), the
+ *    kernel's own clocksource read and every registered vCPU record, plus
+ *    how far either line's rate differs from the records' over tsc_span,
+ *    plus 1 us.  It is measured, not proven: a disagreement that grows
+ *    between two updates shows in the next.
  *  - After the mode leaves PVREAD_MODE_LINE the last line stays, with
- *    tsc_span cut to the moment it ended, so that a library can keep its
- *    readings at or above the line's value, clamped to the line's ends,
- *    without ever going back; tsc_span 0 means there has been no line.
+ *    tsc_span cut to the moment it ended (plus the 20 us), so that a
+ *    library can keep its readings at or above the line's value, clamped
+ *    to the line's ends, without ever going back; at a suspend it is made
+ *    flat at its end (mul and raw_mul 0, tsc_timestamp 0, tsc_span 1),
+ *    since after a restore the TSC may be lower than its anchor.
+ *    tsc_span 0 means there has been no line.
  */
 struct pvread_line {
 	__u64 tsc_timestamp;	/* the TSC at which base[] holds */
@@ -218,6 +225,7 @@ struct pvread_reference {
 #define PVREAD_IOC_REFERENCE	_IOR(PVREAD_IOC_MAGIC, 1, struct pvread_reference)
 
 /* The layout is ABI: any change here must fail the build, not a reader. */
+#ifndef __cplusplus
 #define __PVREAD_ASSERT_OFFSET(type, member, off) \
 	_Static_assert(__builtin_offsetof(type, member) == (off), \
 		       #type "." #member " moved")
@@ -247,5 +255,6 @@ __PVREAD_ASSERT_OFFSET(struct pvread_header, tk, 80);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, line, 408);
 _Static_assert(sizeof(struct pvread_header) == 712, "header size");
 _Static_assert(sizeof(struct pvread_reference) == 24, "reference size");
+#endif /* __cplusplus */
 
 #endif /* _UAPI_LINUX_PVREAD_H */
