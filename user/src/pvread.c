@@ -34,6 +34,7 @@
 #endif
 
 #define NSEC_PER_SEC 1000000000LL
+#define PVREAD_PVCLOCK_TSC_STABLE 0x01	/* Xen's PVCLOCK_TSC_STABLE_BIT */
 /*
  * Correct Xen's vCPUs disagree by a few ns since its 4.8 fixes (by several
  * dozen us before them): 10 us leaves room for that and for a line steered
@@ -267,6 +268,7 @@ static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
 	const struct pvread_record *r;
 	uint64_t tsc_timestamp, system_time;
 	uint32_t version, mul, aux, cpu;
+	uint8_t flags;
 	int8_t shift;
 
 	if (mode == PVREAD_MODE_STABLE) {
@@ -290,11 +292,18 @@ static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
 	system_time = LOAD(r->pvclock.system_time);
 	mul = LOAD(r->pvclock.tsc_to_system_mul);
 	shift = LOAD(r->pvclock.tsc_shift);
+	flags = LOAD(r->pvclock.flags);
 	RMB();
 	if (version & 1)
 		return READ_BUSY;
 	if (LOAD(r->pvclock.version) != version)
 		return READ_RETRY;
+	/*
+	 * Xen can take the stable bit back (a migration to a host it does
+	 * not trust): the kernel's vread_pvclock() checks it on every read.
+	 */
+	if (mode == PVREAD_MODE_STABLE && !(flags & PVREAD_PVCLOCK_TSC_STABLE))
+		return READ_NO_MODE;
 	/* Xen rewrote the record after our TSC read: its line starts later. */
 	if (s->tsc < tsc_timestamp)
 		return READ_RETRY;

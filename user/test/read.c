@@ -405,6 +405,24 @@ static int unregistered_record(void)
 }
 
 /*
+ * Xen took the stable bit back from the record (the page not yet
+ * rewritten): as the kernel's vread_pvclock(), no fast read.
+ */
+static int stable_bit_cleared(void)
+{
+	uint64_t before;
+	long bad;
+
+	if (adopt(PVREAD_MODE_STABLE, 1000))
+		return 1;
+	synthetic_record(&page, page.hdr->stable_record)->pvclock.flags = 0;
+	before = slow_for(PVREAD_SLOW_MODE);
+	bad = bracketed(CLOCK_MONOTONIC, 10000, SLOW, STRICT);
+	bad += reason_was(PVREAD_SLOW_MODE, before, 10000);
+	return bad != 0;
+}
+
+/*
  * The page's MONOTONIC_COARSE is held against the kernel's stepping back;
  * a fallback must not return less than the page did.
  */
@@ -995,6 +1013,7 @@ int main(void)
 	scenario("clocksource flip: falls back, then fast again", clocksource_flip);
 	scenario("error bound above PVREAD_MAX_ERROR_NS: falls back", bound_above_tolerance);
 	scenario("unregistered record: falls back", unregistered_record);
+	scenario("stable record without the stable bit: falls back (mode)", stable_bit_cleared);
 	scenario("MONOTONIC_COARSE via libc never behind the page", coarse_fallback_not_behind_page);
 	scenario("MONOTONIC_COARSE via libc, writer stalled: never behind", coarse_fallback_writer_stalled);
 	scenario("pvread_use_page: EINVAL, EBUSY", use_page_errors);

@@ -373,6 +373,10 @@ void synthetic_line_leave(struct synthetic *s, uint32_t mode)
 	/* span 0 would say there never was a line */
 	if (d < l->tsc_span)
 		STORE(l->tsc_span, d ? d : 1);
+	/* The module says stable only when Xen set the bit in the records. */
+	if (mode == PVREAD_MODE_STABLE)
+		for (d = 0; d < s->hdr->nr_records; d++)
+			STORE(synthetic_record(s, (unsigned int)d)->pvclock.flags, 1);
 	STORE(s->hdr->mode, mode);
 	STORE(s->hdr->line_state, PVREAD_LINE_OFF);
 	synthetic_write_end(s);
