@@ -484,8 +484,17 @@ static int pvread_cpu_offline(unsigned int cpu)
 		wrmsrl_safe(MSR_TSC_AUX, pc->saved_tsc_aux);
 		pc->wrote_tsc_aux = false;
 	}
-	if (was_registered)
+	if (was_registered) {
 		pvread_unregister_area(cpu);
+		/*
+		 * Odd: no reader takes it for current, and the registration
+		 * that brings the vCPU back visibly rewrites it (Xen's
+		 * physical-area registration copies the vCPU's record with
+		 * version 0, which may equal what was there).
+		 */
+		if (!pv.cpus[cpu].stuck)
+			WRITE_ONCE(rec->pvclock.version, 1);
+	}
 	return 0;
 }
 
@@ -1387,6 +1396,8 @@ static void pvread_unregister_all(struct cpumask *keep)
 	for_each_cpu(cpu, pv.registered) {
 		WRITE_ONCE(pvread_record(cpu)->state, 0);
 		pvread_unregister_area(cpu);
+		if (!pv.cpus[cpu].stuck)	/* as at offline */
+			WRITE_ONCE(pvread_record(cpu)->pvclock.version, 1);
 		if (keep)
 			cpumask_set_cpu(cpu, keep);
 	}
