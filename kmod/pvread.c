@@ -140,12 +140,17 @@ static struct {
 	bool have_first;
 
 	/*
-	 * Readers' per-process floors may hold a value as far ahead of the
-	 * kernel as the bound allowed before a suspend, and CLOCK_MONOTONIC
-	 * stands still while the guest is away: the bound published after a
-	 * resume stays at least @carry_ns until the kernel's CLOCK_MONOTONIC
-	 * has moved that far past the resume (@carry_until; 0 until the first
-	 * update after the resume, which is the timekeeper's own).
+	 * Readers' per-process floors, and the line's end that fallbacks are
+	 * lifted to, may be as far ahead of the kernel as the bound allowed
+	 * before a suspend, and CLOCK_MONOTONIC stands still while the guest
+	 * is away; and the window starts afresh at a resume (the suspend's
+	 * own updates see records seconds apart), with too little history to
+	 * know how far the line and records wander.  So the bound published
+	 * after a resume stays at least @carry_ns for a whole window, or until
+	 * CLOCK_MONOTONIC has moved @carry_ns past the resume if that is
+	 * later (@carry_until; 0 until the first update after the resume,
+	 * which is the timekeeper's own).  Measured once in the save/restore
+	 * machine without the window rule: a read 8.7 ms off, 0.47 ms bound.
 	 */
 	u64 carry_ns;
 	u64 carry_until;
@@ -915,7 +920,8 @@ static u64 pvread_carried_bound(const struct timekeeper *tk, u64 bound)
 	       NSEC_PER_SEC + (tk->tkr_mono.xtime_nsec >> tk->tkr_mono.shift) +
 	       tk->wall_to_monotonic.tv_nsec;
 	if (!pv.carry_until)
-		pv.carry_until = mono + pv.carry_ns;
+		pv.carry_until = mono + max_t(u64, pv.carry_ns,
+					      PVREAD_WINDOW_SEC * NSEC_PER_SEC);
 	if (mono >= pv.carry_until) {
 		pv.carry_ns = 0;
 		pv.carry_until = 0;
