@@ -229,7 +229,7 @@ check "kmod: rmmod pvread" rmmod pvread
 # 4.17 and 4.20 dom0s, 2 vCPUs): free memory and unreclaimable slab swing by
 # +-70..250 kB between two samples fifty cycles apart, the same for a
 # do-nothing module, with no trend over 600 cycles.  So the verdict is the
-# least-squares slope over samples every 10 cycles after a warm-up, per
+# robust (median) slope over samples every 10 cycles after a warm-up, per
 # cycle, against what a real leak would cost: the module's pages are 8 kB
 # a load (the limits are below).
 # Free memory is MemFree plus the pages parked on the per-CPU free lists
@@ -253,12 +253,23 @@ load_read_unload() {
 		rmmod pvread || bad=$((bad + 1))
 	done
 }
-# slope COLUMN: kB per cycle (x100, an integer) of that column's samples
+# slope COLUMN: kB per cycle (x100, an integer) of that column's samples:
+# the median of the slopes between every two samples (Theil-Sen), which
+# one outlying sample cannot move as it moves a least-squares fit (seen:
+# one sample 1.3 MB low, the next back, read as -5.6 kB/cycle).
 slope() {
-	awk -v c="$1" '{ x[NR] = $1; y[NR] = $c; sx += $1; sy += $c }
-		END { mx = sx / NR; my = sy / NR
-		      for (i = 1; i <= NR; i++) { sxy += (x[i] - mx) * (y[i] - my); sxx += (x[i] - mx) * (x[i] - mx) }
-		      printf "%d\n", sxx ? 100 * sxy / sxx : 0 }' /tmp/pvread-mem.samples
+	awk -v c="$1" '{ x[NR] = $1; y[NR] = $c }
+		END { n = 0
+		      for (i = 1; i <= NR; i++)
+			for (j = i + 1; j <= NR; j++)
+			    if (x[j] != x[i]) s[++n] = (y[j] - y[i]) / (x[j] - x[i])
+		      for (i = 2; i <= n; i++) {
+			v = s[i]
+			for (j = i - 1; j >= 1 && s[j] > v; j--) s[j + 1] = s[j]
+			s[j + 1] = v
+		      }
+		      m = n == 0 ? 0 : (n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2)
+		      printf "%d\n", 100 * m }' /tmp/pvread-mem.samples
 }
 bad=0
 warm=$((cycles / 5))
