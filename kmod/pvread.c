@@ -69,6 +69,7 @@ static_assert(sizeof(struct pvread_header) <= PAGE_SIZE);
 #define PVREAD_LINE_MAX_SLEW_PPM	1000
 #define PVREAD_LINE_GUARD_NS	20000
 #define PVREAD_LINE_SPAN_NS	(NSEC_PER_SEC / 2)
+#define PVREAD_LINE_RATE_PPM	1	/* records at one rate: rounding only */
 #define PVREAD_WARP_LOOPS	5000
 #define PVREAD_WARP_MAX_US	2000	/* every CPU stopped: keep it short */
 
@@ -161,6 +162,7 @@ static struct {
 	/* the line, and whether the TSC allows it */
 	struct pvread_line_state ln;
 	bool tsc_checked;		/* the warp check has run since load/resume */
+	u64 rates_apart_until;		/* now_sec: records' rates disagreed */
 	u64 tsc_warp;			/* what it saw, ticks */
 	u32 xen_tsc_flags, xen_tsc_mode, xen_tsc_khz;
 } pv;
@@ -223,6 +225,8 @@ static u32 pvread_line_reason(u32 flags)
 		return PVREAD_LINE_UNCHECKED;
 	if (pv.tsc_warp)
 		return PVREAD_LINE_WARP;
+	if (pv.rates_apart_until && pv.last_sec < pv.rates_apart_until)
+		return PVREAD_LINE_RATES;
 	if (!pv.ready || pv.suspended || !pv.xen_clocksource ||
 	    !cpumask_weight(pv.registered))
 		return PVREAD_LINE_WAITING;
@@ -1006,6 +1010,7 @@ static void pvread_mirror(struct pvread_timekeeper *m,
 static void pvread_restart_window(void)
 {
 	pv.have_first = false;
+	pv.rates_apart_until = 0;
 	memset(pv.window_sec, 0, sizeof(pv.window_sec));
 }
 
@@ -1036,6 +1041,9 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 			pv.have_first = true;
 		}
 		if (spread != U64_MAX) {
+			if (m.rate_hi - m.rate_lo >
+			    div_u64(m.rate_lo, 1000000 / PVREAD_LINE_RATE_PPM))
+				pv.rates_apart_until = now_sec + PVREAD_WINDOW_SEC;
 			bound = pvread_window_bound(now_sec, spread);
 			ready = now_sec >= pv.first_sec + pv.warmup_sec;
 		}
@@ -1167,6 +1175,7 @@ static const char * const pvread_line_names[] = {
 	[PVREAD_LINE_UNCHECKED] = "unchecked",
 	[PVREAD_LINE_STABLE] = "stable",
 	[PVREAD_LINE_WAITING] = "waiting",
+	[PVREAD_LINE_RATES] = "rates",
 };
 
 static ssize_t mode_show(struct device *dev, struct device_attribute *attr,

@@ -35,7 +35,7 @@ scale() {
 sys=/sys/class/misc/pvread
 uptime_s() { cut -d. -f1 /proc/uptime; }
 
-echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode"
+echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode, line $expect_line"
 check "saverestore: insmod pvread.ko" pvread_insmod ./pvread.ko
 pvread_kmod_test wait-mode "$expect_mode" 30
 r0=$(cat $sys/resumes)
@@ -103,6 +103,15 @@ if [ "$new_scale" = new-scale ]; then
 	differ() { [ -n "$1" ] && [ -n "$2" ] && [ "$1" != "$2" ]; }
 	check "saverestore: the records describe the new TSC frequency (mul/shift $s0 -> $s1)" \
 		differ "$s0" "$s1"
+fi
+check "saverestore: line $expect_line after restore" [ "$(cat $sys/line)" = "$expect_line" ]
+if [ "$expect_mode" = line ]; then
+	# The line across vCPUs, after the resumes: ordered across processes
+	# and threads, and ended by a TSC warp.
+	pvread_order --expect-mode line --reads 10000000
+	rc=$?
+	check "saverestore: pvread_order after the resumes (exit $rc)" [ $rc -eq 0 ]
+	sh ./pvread_warp.sh || failed=1
 fi
 check "saverestore: rmmod pvread" rmmod pvread
 check_dmesg

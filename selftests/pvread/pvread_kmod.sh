@@ -42,7 +42,7 @@ if [ "$(cat $csdir/current_clocksource)" != xen ] &&
 	echo xen > $csdir/current_clocksource
 	echo "# switched the clocksource to $(cat $csdir/current_clocksource)"
 fi
-echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode"
+echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode, line $expect_line"
 check "kmod: insmod pvread.ko" pvread_insmod "$mod"
 wait_mode "$expect_mode" 30
 
@@ -60,7 +60,7 @@ case $expect_mode in percpu) want_nr=1 ;; *) want_nr=3 ;; esac
 check "sysfs: mode reads $expect_mode, as the page says" \
 	[ "$(cat $sys/mode)/$(hdr_field mode)" = "$expect_mode/$want_nr" ]
 # header.line_state, PVREAD_LINE_* in order
-line_names="active off unvouched warp unchecked stable waiting"
+line_names="active off unvouched warp unchecked stable waiting rates"
 line_name() {
 	_i=$1
 	# shellcheck disable=SC2086  # the list's words
@@ -73,7 +73,8 @@ check "sysfs: tsc_warp is the page's" [ "$(cat $sys/tsc_warp)" = "$(hdr_field ts
 check "sysfs: xen_tsc says what Xen's CPUID leaf says" \
 	sh -c "grep -qE '^emulated=[01] reliable=[01] mode=[0-9]+ khz=[0-9]+\$' $sys/xen_tsc"
 if [ "$expect_mode" = percpu ]; then
-	check "sysfs: line off, as line=0 asks" [ "$(cat $sys/line)" = off ]
+	check "sysfs: line $expect_line (the machine's expectation)" \
+		[ "$(cat $sys/line)" = "$expect_line" ]
 else
 	check "sysfs: line active" [ "$(cat $sys/line)" = active ]
 	a0=$(cat $sys/line_anchors)
@@ -113,57 +114,7 @@ check "sysfs: read-only (writing refused)" sh -c "! echo 1 > $sys/mode 2>/dev/nu
 run_t stable
 
 # ---- line mode: a TSC that goes back across vCPUs ends it ----
-# test_tsc_skew makes the module's cross-vCPU check add ticks on the last
-# online CPU, so that the check sees the TSC go back; cleared and checked
-# again, the line comes back.  A reader (threads of one process) runs
-# across both changes of mode and must never see a clock go back.
-warp_skew=100000000
-if [ "$expect_mode" != line ]; then
-	echo "ok - line: a TSC warp ends line mode # SKIP no line mode here (parameters \"$PVREAD_KMOD_ARGS\")"
-elif [ "$(grep -c ^processor /proc/cpuinfo)" -lt 2 ]; then
-	echo "ok - line: a TSC warp ends line mode # SKIP one vCPU: the cross-vCPU TSC check has no second vCPU"
-elif [ ! -w $params/test_tsc_skew ] || [ ! -e $sys/tsc_check ]; then
-	check "line: test_tsc_skew and tsc_check present" false
-else
-	# Reads until it is stopped (SIGTERM), at most 120 s; two threads, so
-	# that the check's stop_machine is not starved on the 4-vCPU machine
-	# (TCG on a 2-CPU host).
-	pvread_order --only threads --threads 2 --expect-mode any --min-fast 0 --reads 0 \
-		--seconds 120 --max-seconds 120 --wait 0 \
-		> /tmp/pvread-order-warp.out 2>&1 &
-	reader=$!
-	sleep 2
-	pvread_state "before the warp"
-	a0=$(cat $sys/line_anchors)
-	echo $warp_skew > $params/test_tsc_skew
-	echo 1 > $sys/tsc_check
-	rc=$?
-	wait_mode percpu 5
-	pvread_state "after test_tsc_skew=$warp_skew and a check"
-	"$T" hdr | sed -n '1,2p'
-	check "line: tsc_check runs (write returns 0)" [ $rc -eq 0 ]
-	check "line: a TSC warp ends line mode (mode percpu, line warp)" \
-		[ "$(cat $sys/mode)/$(cat $sys/line)" = percpu/warp ]
-	check "line: the page says so too (mode 1, line_state 3)" \
-		[ "$(hdr_field mode)/$(hdr_field line_state)" = 1/3 ]
-	check "line: tsc_warp shows the step back ($(cat $sys/tsc_warp) ticks, skew $warp_skew)" \
-		[ "$(cat $sys/tsc_warp)" -gt $((warp_skew / 2)) ]
-	sleep 2
-	echo 0 > $params/test_tsc_skew
-	echo 1 > $sys/tsc_check
-	wait_mode line 30
-	pvread_state "after test_tsc_skew=0 and a check"
-	check "line: the skew cleared and checked again, line mode is back (mode line, line active)" \
-		[ "$(cat $sys/mode)/$(cat $sys/line)" = line/active ]
-	check "line: a new line anchored" [ "$(cat $sys/line_anchors)" -gt "$a0" ]
-	sleep 2
-	kill -TERM $reader
-	wait $reader
-	rc=$?
-	sed 's/^/# warp reader: /' /tmp/pvread-order-warp.out | grep -v '^# warp reader: # threads: reader'
-	check "line: threads reading across line -> percpu -> line never saw a clock go back (pvread_order exit $rc)" \
-		[ $rc -eq 0 ]
-fi
+sh "$here/pvread_warp.sh" || failed=1
 
 # ---- clocksource switched away and back ----
 if insmod ./pvread_test_cs.ko; then

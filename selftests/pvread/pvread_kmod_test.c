@@ -55,6 +55,7 @@ static uint32_t expect_mode = PVREAD_MODE_LINE;
 static const char *const mode_names[] = { "none", "percpu", "stable", "line" };
 static const char *const line_names[] = {
 	"active", "off", "unvouched", "warp", "unchecked", "stable", "waiting",
+	"rates",
 };
 
 static const char *mode_name(uint32_t m)

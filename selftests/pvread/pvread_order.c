@@ -112,6 +112,7 @@ static int nr_cpus;
 static const char *const mode_names[] = { "none", "percpu", "stable", "line" };
 static const char *const line_names[] = {
 	"active", "off", "unvouched", "warp", "unchecked", "stable", "waiting",
+	"rates",
 };
 #define NR_MODE_NAMES (int)(sizeof(mode_names) / sizeof(mode_names[0]))
 #define NR_LINE_NAMES (int)(sizeof(line_names) / sizeof(line_names[0]))

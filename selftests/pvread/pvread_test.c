@@ -107,6 +107,7 @@ static void find_cpus(void)
 static const char *const mode_names[] = { "none", "percpu", "stable", "line" };
 static const char *const line_names[] = {
 	"active", "off", "unvouched", "warp", "unchecked", "stable", "waiting",
+	"rates",
 };
 #define NR_MODES (int)(sizeof(mode_names) / sizeof(mode_names[0]))
 #define NR_LINE_STATES (int)(sizeof(line_names) / sizeof(line_names[0]))
@@ -647,7 +648,11 @@ static atomic_long stress_reads;
 static int stress_fd = -1;
 
 /* One read of @clock bracketed by two system calls: how far outside? */
-static int64_t bracketed_dev(clockid_t clock, uint64_t *bound)
+/*
+ * How far the page's reading of @clock falls outside two system calls
+ * around it: 0 inside; *@ahead says on which side.
+ */
+static int64_t bracketed_dev(clockid_t clock, uint64_t *bound, bool *ahead)
 {
 	struct timespec ts;
 	int64_t s1, s2, v;
@@ -660,6 +665,7 @@ static int64_t bracketed_dev(clockid_t clock, uint64_t *bound)
 	b1 = bound_now();
 	*bound = b0 > b1 ? b0 : b1;
 	v = ts_ns(&ts);
+	*ahead = v > s2;
 	return v < s1 ? s1 - v : (v > s2 ? v - s2 : 0);
 }
 
@@ -691,6 +697,7 @@ static void *stress_reader(void *arg)
 	struct pvread_sample before, after;
 	struct timespec ts;
 	uint64_t bound;
+	bool ahead;
 	int r;
 
 	pin(cpus[t->index % nr_cpus]);
@@ -713,13 +720,15 @@ static void *stress_reader(void *arg)
 			 * judged: a jump between the calls is no error.
 			 */
 			if (steady(all_clocks[k])) {
-				dev = bracketed_dev(all_clocks[k], &bound);
+				dev = bracketed_dev(all_clocks[k], &bound,
+						    &ahead);
 				t->sampled++;
 				if (dev > t->worst_dev)
 					t->worst_dev = dev;
 				if ((uint64_t)dev > bound && t->beyond++ < 3)
-					ksft_print_msg("stress: clock %d %lld ns outside the syscalls, bound %llu ns, on reader %d\n",
+					ksft_print_msg("stress: clock %d %lld ns %s the syscalls, bound %llu ns, on reader %d\n",
 						       all_clocks[k], (long long)dev,
+						       ahead ? "ahead of" : "behind",
 						       (unsigned long long)bound,
 						       t->index);
 			}

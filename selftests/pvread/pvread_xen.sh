@@ -5,8 +5,8 @@
 # Prints "ok"/"not ok" lines for each check; exits non-zero when any failed.
 # Usage: [PVREAD_KMOD_ARGS=...] pvread_xen.sh [MODULE] [pvread_test options...]
 # PVREAD_KMOD_ARGS: the module's parameters for every load (the machine's,
-# from vm/matrix.sh); with line=0 the module must settle in per-CPU mode,
-# else in line mode.
+# from vm/matrix.sh); PVREAD_EXPECT: the mode and line state it must settle
+# in (see pvread_lib.sh).
 mod=${1:-./pvread.ko}
 [ $# -gt 0 ] && shift
 . "$(dirname "$0")/pvread_lib.sh"
@@ -14,7 +14,7 @@ mod=${1:-./pvread.ko}
 sys=/sys/class/misc/pvread
 cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)
 echo "# clocksource: $cs; vCPUs online: $(grep -c ^processor /proc/cpuinfo)"
-echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode"
+echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode, line $expect_line"
 check "clocksource is xen" [ "$cs" = xen ]
 check "insmod pvread.ko" pvread_insmod "$mod"
 check "module listed" grep -q '^pvread ' /proc/modules
@@ -25,7 +25,8 @@ pvread_kmod_test wait-mode "$expect_mode" 30
 dmesg | grep 'pvread:' | sed 's/^/# /'
 pvread-status | sed 's/^/# /'
 pvread_state "after load"
-check "module settles in mode $expect_mode" [ "$(cat $sys/mode)" = "$expect_mode" ]
+check "module settles in mode $expect_mode, line $expect_line" \
+	[ "$(cat $sys/mode)/$(cat $sys/line)" = "$expect_mode/$expect_line" ]
 
 pvread_test --xen --expect-mode "$expect_mode" "$@"
 rc=$?

@@ -40,6 +40,7 @@ static const char *line_state_name(uint32_t state)
 		[PVREAD_LINE_UNCHECKED] = "unchecked",
 		[PVREAD_LINE_STABLE] = "stable",
 		[PVREAD_LINE_WAITING] = "waiting",
+		[PVREAD_LINE_RATES] = "rates",
 	};
 
 	return state < sizeof(names) / sizeof(names[0]) && names[state] ?

@@ -78,6 +78,11 @@
  * emulates rdtsc or trusts the host's TSC (CPUID leaf 0x40000x03), or the
  * module is told to (parameter tsc_reliable=1); and the module's own
  * cross-vCPU check, at load and after every resume, saw it never go back.
+ * It also needs every record to convert at one rate (within 1 ppm), as Xen
+ * keeps them on a constant-rate TSC: where Xen calibrates each pCPU on its
+ * own, the records run at rates apart and step at each calibration, the
+ * kernel's clock follows them, and no line can.  A disagreement keeps the
+ * line off for PVREAD_WINDOW_SEC (16 s) after it was last seen.
  */
 #define PVREAD_LINE_ACTIVE	0	/* header.mode is PVREAD_MODE_LINE */
 #define PVREAD_LINE_OFF		1	/* module parameter line=0 */
@@ -86,6 +91,7 @@
 #define PVREAD_LINE_UNCHECKED	4	/* check not done yet (load, resume) */
 #define PVREAD_LINE_STABLE	5	/* Xen's stable bit: exact stable mode */
 #define PVREAD_LINE_WAITING	6	/* no line until the page may be read */
+#define PVREAD_LINE_RATES	7	/* the records' rates disagree */
 
 /* record.state */
 #define PVREAD_RECORD_REGISTERED	_BITUL(0) /* Xen keeps this record current */
