@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timex.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -463,7 +464,14 @@ static void test_exact_per_vcpu(int cpu)
 
 /* ---- (b) against clock_gettime, within the published bound ---- */
 
-static void test_bounded(clockid_t clock, const char *name, long want_reads)
+/*
+ * @want_reads reads of @clock (at least min_seconds), each between two
+ * system calls, on every vCPU in turn: prints the figures, returns how many
+ * were beyond the bound published around them, and the fast ones in
+ * *@fast_out.
+ */
+static long bounded_reads(clockid_t clock, const char *name, long want_reads,
+			  long *fast_out)
 {
 	long reads = 0, beyond = 0, fast_reads;
 	int64_t t0, s1, s2, v, dev, worst = 0;
@@ -507,8 +515,77 @@ static void test_bounded(clockid_t clock, const char *name, long want_reads)
 	ksft_print_msg("%s: %ld reads (%ld fast), largest deviation %lld ns, published bound up to %llu ns, %ld beyond\n",
 		       name, reads, fast_reads, (long long)worst,
 		       (unsigned long long)max_bound, beyond);
-	ksft_test_result(!beyond && fast_reads >= reads * 9 / 10,
+	*fast_out = fast_reads >= reads * 9 / 10;
+	return beyond;
+}
+
+static void test_bounded(clockid_t clock, const char *name, long want_reads)
+{
+	long fast, beyond = bounded_reads(clock, name, want_reads, &fast);
+
+	ksft_test_result(!beyond && fast,
 			 "%s within the published bound of the syscall\n", name);
+}
+
+/*
+ * In a time namespace (a child made after unshare(CLONE_NEWTIME), as
+ * `unshare --time --fork` runs a program) the library's CLOCK_MONOTONIC,
+ * _RAW, _COARSE and BOOTTIME are the namespace's: within the published
+ * bound of the system call, which adds the offsets too.
+ */
+static void test_timens(void)
+{
+	static const char offsets[] = "monotonic 86400 0\nboottime 172800 0\n";
+	static const struct {
+		clockid_t clock;
+		const char *name;
+	} clocks[] = {
+		{ CLOCK_MONOTONIC, "timens: CLOCK_MONOTONIC" },
+		{ CLOCK_BOOTTIME, "timens: CLOCK_BOOTTIME" },
+		{ CLOCK_MONOTONIC_RAW, "timens: CLOCK_MONOTONIC_RAW" },
+		{ CLOCK_MONOTONIC_COARSE, "timens: CLOCK_MONOTONIC_COARSE" },
+	};
+	int status = 0, fd;
+	unsigned int i;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		if (unshare(CLONE_NEWTIME))
+			_exit(errno == EPERM ? 3 : 4);
+		fd = open("/proc/self/timens_offsets", O_WRONLY);
+		if (fd < 0 || write(fd, offsets, sizeof(offsets) - 1) !=
+		    (ssize_t)sizeof(offsets) - 1)
+			_exit(5);
+		close(fd);
+		ksft_print_msg("timens: offsets monotonic +86400 s, boottime +172800 s\n");
+		fflush(stdout);
+		pid = fork();
+		if (pid == 0) {
+			long bad = 0, fast;
+
+			for (i = 0; i < sizeof(clocks) / sizeof(clocks[0]); i++) {
+				bad += bounded_reads(clocks[i].clock,
+						     clocks[i].name,
+						     min_reads / 4, &fast);
+				bad += !fast;
+			}
+			fflush(stdout);
+			_exit(bad != 0);
+		}
+		waitpid(pid, &status, 0);
+		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 6);
+	}
+	waitpid(pid, &status, 0);
+	status = WIFEXITED(status) ? WEXITSTATUS(status) : 6;
+	if (status == 3 || status == 4)
+		ksft_test_result_skip("time namespace: %s\n", status == 3 ?
+				      "unshare(CLONE_NEWTIME) not permitted" :
+				      "no time namespaces in this kernel");
+	else
+		ksft_test_result(status == 0,
+				 "time namespace: MONOTONIC, _RAW, _COARSE and BOOTTIME the namespace's, within the published bound\n");
 }
 
 /* ---- (c) CLOCK_MONOTONIC never steps back, across vCPU switches ---- */
@@ -1066,7 +1143,7 @@ int main(int argc, char **argv)
 	}
 
 	setenv("PVREAD_MAX_ERROR_NS", TEST_TOLERANCE_NS, 1);
-	ksft_set_plan(15 + 1 + 1 + 1 + nr_cpus + 7 + 1);
+	ksft_set_plan(15 + 1 + 1 + 1 + nr_cpus + 7 + 1 + 1);
 	test_device_refusals();
 	test_first_calls_race();
 	/*
@@ -1112,6 +1189,7 @@ int main(int argc, char **argv)
 	test_bounded(CLOCK_TAI, "CLOCK_TAI", min_reads / 4);
 	test_bounded(CLOCK_REALTIME_COARSE, "CLOCK_REALTIME_COARSE", min_reads / 4);
 	test_bounded(CLOCK_MONOTONIC_COARSE, "CLOCK_MONOTONIC_COARSE", min_reads / 4);
+	test_timens();
 	test_monotonic();
 	ksft_finished();
 }

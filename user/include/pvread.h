@@ -32,9 +32,15 @@
  * readings that begin after it in another process (it may be ahead by up
  * to the bound), nor REALTIME and TAI, which the kernel steps.
  *
- * All functions are thread-safe and async-signal-safe; the first call maps
- * the device (open, mmap, close) and a signal handler or thread that races
- * with it takes the slow path meanwhile.
+ * All functions are thread-safe.  The first call maps the device (getenv,
+ * open, mmap, close, a read of /proc/self/timens_offsets, at most one line
+ * on stderr for a bad PVREAD_MAX_ERROR_NS); a signal handler or thread
+ * that races with it takes the slow path meanwhile.  After it the clock
+ * functions are async-signal-safe and make no system call unless they
+ * fall back; a read waits for an update in progress, for 1-2 s at most.
+ *
+ * In a time namespace the namespace's offsets are added, as the vDSO does
+ * (read at the first call, and again in a child after fork()).
  */
 #ifndef PVREAD_H
 #define PVREAD_H
@@ -119,6 +125,9 @@ enum pvread_slow_reason {
 	PVREAD_SLOW_RETRIES,	/* updates that completed spoilt every attempt */
 	PVREAD_SLOW_SEED,	/* entering per-CPU mode: the floor from the kernel */
 	PVREAD_SLOW_RDTSCP,	/* per-CPU mode, and the CPU does not offer rdtscp */
+	PVREAD_SLOW_TIMENS,	/* a time namespace whose offsets could not be read */
+	PVREAD_SLOW_STUCK,	/* an update that did not finish before still has not */
+	PVREAD_SLOW_INVALID,	/* the page holds values no module writes */
 	PVREAD_SLOW_NR_REASONS = 16
 };
 

@@ -8,6 +8,18 @@
 
 #include <stdint.h>
 
+#define PVREAD_ARITH_NSEC_PER_SEC 1000000000ULL
+
+/*
+ * Xen scales the TSC so that mul is in [2^31, 2^32): a shift of a few bits
+ * either way for any TSC from MHz to THz.  Beyond 32 the shift itself is
+ * undefined in C; such a record is no one's.
+ */
+static inline int pvread_pvclock_shift_ok(int8_t shift)
+{
+	return shift >= -32 && shift <= 32;
+}
+
 /*
  * pvclock: nanoseconds at @tsc from a record.  Xen's scaling: shift the TSC
  * delta first, then multiply by a 32.32 fixed-point factor (128-bit
@@ -28,8 +40,9 @@ static inline uint64_t pvread_pvclock_ns(uint64_t tsc, uint64_t tsc_timestamp,
  * The timekeeper: shifted nanoseconds of @cycles past @cycle_last, added to
  * a base, as the vDSO does.  A reading behind @cycle_last (another CPU's
  * record, a little behind the one the kernel last read) counts as no time
- * at all rather than wrapping.  Returns false when the delta is too large
- * to multiply without overflow: then the kernel must answer.
+ * at all rather than wrapping.  Returns 1, or 0 when the delta is beyond
+ * @max_delta (too long since the last update), or -1 when the product or
+ * sum would not fit (a page no kernel writes): then the kernel must answer.
  */
 static inline int pvread_tk_shifted_ns(uint64_t cycles, uint64_t cycle_last,
 				       uint64_t mask, uint64_t max_delta,
@@ -38,11 +51,23 @@ static inline int pvread_tk_shifted_ns(uint64_t cycles, uint64_t cycle_last,
 {
 	uint64_t delta = (int64_t)(cycles - cycle_last) > 0 ?
 			 (cycles - cycle_last) & mask : 0;
+	uint64_t p;
 
 	if (delta > max_delta)
 		return 0;
-	*out = snsec + delta * mult;
+	if (__builtin_mul_overflow(delta, mult, &p) ||
+	    __builtin_add_overflow(p, snsec, out))
+		return -1;
 	return 1;
+}
+
+/*
+ * A base the kernel wrote: its shifted nanoseconds under a second, as
+ * timekeeping keeps them, with a clocksource shift of at most 32.
+ */
+static inline int pvread_tk_base_ok(uint64_t snsec, uint32_t shift)
+{
+	return shift <= 32 && snsec >> shift < PVREAD_ARITH_NSEC_PER_SEC;
 }
 
 /*
@@ -63,12 +88,13 @@ static inline uint64_t pvread_line_delta(uint64_t tsc, uint64_t tsc_timestamp)
  * with a 128-bit product, nanoseconds past the base's second.  Returns
  * false for what the module never writes, a shift beyond 32 or one that
  * pushes @d out of 64 bits, so that a broken page gives a fallback rather
- * than a wrapped product.
+ * than a wrapped product; and a base of a second or more past its second.
  */
 static inline int pvread_line_ns(uint64_t d, uint32_t mul, unsigned int shift,
 				 uint64_t snsec, uint64_t *ns)
 {
-	if (shift > 32 || d > UINT64_MAX >> shift)
+	if (shift > 32 || d > UINT64_MAX >> shift ||
+	    snsec >= PVREAD_ARITH_NSEC_PER_SEC << 32)
 		return 0;
 	*ns = (uint64_t)(((unsigned __int128)(d << shift) * mul + snsec) >> 32);
 	return 1;

@@ -7,9 +7,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <cpuid.h>
@@ -52,6 +55,18 @@
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define RMB() __atomic_thread_fence(__ATOMIC_ACQUIRE)
 
+/*
+ * A time namespace's offsets (time_namespaces(7)), added as the kernel's
+ * vDSO adds them: to CLOCK_MONOTONIC, _RAW and _COARSE the "monotonic"
+ * one, to CLOCK_BOOTTIME the "boottime" one.  The page is the root
+ * namespace's clock.
+ */
+struct timens {
+	int64_t sec[PVREAD_NR_CLOCK_BASES];
+	int64_t nsec[PVREAD_NR_CLOCK_BASES];	/* [0, NSEC_PER_SEC) */
+	bool unknown;		/* offsets unreadable: those clocks are libc's */
+};
+
 struct mapping {
 	const struct pvread_header *hdr;
 	const unsigned char *records;
@@ -59,6 +74,7 @@ struct mapping {
 	uint32_t stride;
 	uint64_t tolerance_ns;
 	bool rdtscp;		/* the CPU offers it: per-CPU mode possible */
+	struct timens ns;
 };
 
 enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT };
@@ -67,8 +83,15 @@ enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT };
 static struct mapping the_map;
 static _Atomic int map_state = MAP_UNTRIED;
 
-/* Per-process floors of the clocks that must never go back. */
-static _Atomic int64_t floor_ns[PVREAD_NR_CLOCK_BASES];
+/*
+ * Per-process floors of the clocks that must never go back, a cache line
+ * each: a per-CPU or fallback read of one clock writes its floor, and
+ * must not take the line from readers of another.
+ */
+static struct floor {
+	_Atomic int64_t ns;
+} __attribute__((aligned(64))) floors[PVREAD_NR_CLOCK_BASES];
+_Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
 
 /*
  * The fast mode each clock was last read in by this process (none yet:
@@ -83,22 +106,114 @@ static _Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
  */
 static _Atomic bool line_used;
 
+/*
+ * The seq of a header update that did not complete within MAX_WAIT_TSC:
+ * while the header still says it, reads fall back at once instead of
+ * waiting again.  0: none (a seq being written is odd).
+ */
+static _Atomic uint32_t stuck_seq;
+
 static __thread struct pvread_stats stats
 	__attribute__((tls_model("initial-exec")));
 
+/*
+ * PVREAD_MAX_ERROR_NS: decimal digits only, at most 2^64 - 1.  Anything
+ * else (a sign, a space, hex, an overflow) is a mistake: the default, and
+ * one line on stderr -- the first call maps the page once per process.
+ */
 static uint64_t tolerance_from_env(void)
 {
 	const char *s = getenv("PVREAD_MAX_ERROR_NS");
-	unsigned long long v;
-	char *end;
+	const char *c;
+	uint64_t v = 0;
 
 	if (!s || !*s)
 		return DEFAULT_TOLERANCE_NS;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || *end || *s == '-')
-		return DEFAULT_TOLERANCE_NS;
+	for (c = s; *c; c++) {
+		unsigned int digit = (unsigned int)(*c - '0');
+
+		if (digit > 9 || v > (UINT64_MAX - digit) / 10) {
+			fprintf(stderr,
+				"libpvread: PVREAD_MAX_ERROR_NS=\"%s\" is not a number of ns (decimal digits): using %llu\n",
+				s, (unsigned long long)DEFAULT_TOLERANCE_NS);
+			return DEFAULT_TOLERANCE_NS;
+		}
+		v = v * 10 + digit;
+	}
 	return v;
+}
+
+/* Does a time namespace shift @clock, and by which of its offsets? */
+static inline bool timens_shifts(clockid_t clock)
+{
+	return clock == CLOCK_MONOTONIC || clock == CLOCK_MONOTONIC_RAW ||
+	       clock == CLOCK_MONOTONIC_COARSE || clock == CLOCK_BOOTTIME;
+}
+
+/* One "NAME SEC NSEC" line of timens_offsets; false if it is not one. */
+static bool timens_line(char **p, struct timens *ns)
+{
+	static const clockid_t mono[] = { CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW,
+					  CLOCK_MONOTONIC_COARSE };
+	bool boot = !strncmp(*p, "boottime ", 9);
+	long long sec, nsec;
+	unsigned int i;
+	char *end;
+
+	if (!boot && strncmp(*p, "monotonic ", 10))
+		return false;
+	errno = 0;
+	sec = strtoll(*p + (boot ? 9 : 10), &end, 10);
+	nsec = strtoll(end, &end, 10);
+	if (errno || *end != '\n' || nsec < 0 || nsec >= NSEC_PER_SEC)
+		return false;
+	*p = end + 1;
+	if (boot) {
+		ns->sec[CLOCK_BOOTTIME] = sec;
+		ns->nsec[CLOCK_BOOTTIME] = nsec;
+		return true;
+	}
+	for (i = 0; i < sizeof(mono) / sizeof(mono[0]); i++) {
+		ns->sec[mono[i]] = sec;
+		ns->nsec[mono[i]] = nsec;
+	}
+	return true;
+}
+
+/*
+ * This process's time namespace offsets, from /proc/self/timens_offsets.
+ * A kernel without time namespaces has no such file in a mounted /proc: no
+ * offsets.  Any other failure (no /proc here) leaves them unknown, and the
+ * clocks they shift to libc.
+ */
+static void read_timens(struct timens *ns)
+{
+	char buf[256], *p = buf;
+	ssize_t n = -1;
+	int fd, saved_errno = errno;
+
+	*ns = (struct timens){ .unknown = true };
+	fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ns->unknown = errno != ENOENT ||
+			      access("/proc/self/stat", F_OK) != 0;
+		errno = saved_errno;
+		return;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	errno = saved_errno;
+	if (n <= 0 || n == sizeof(buf) - 1)
+		return;
+	buf[n] = 0;
+	while (*p)
+		if (!timens_line(&p, ns)) {
+			*ns = (struct timens){ .unknown = true };
+			errno = saved_errno;
+			return;
+		}
+	errno = saved_errno;
+	ns->unknown = false;
 }
 
 /*
@@ -132,6 +247,7 @@ static bool adopt_page(struct mapping *m, const void *p, size_t size)
 	m->stride = h->record_stride;
 	m->tolerance_ns = tolerance_from_env();
 	m->rdtscp = have_rdtscp();
+	read_timens(&m->ns);
 	return true;
 }
 
@@ -210,6 +326,44 @@ int pvread_use_page(const void *page, size_t size)
 	return 0;
 }
 
+/*
+ * In a child of fork(): only the forking thread is here.  A mapping another
+ * thread was making never completes: make it again.  The child may be in
+ * another time namespace (unshare(CLONE_NEWTIME) places the children made
+ * after it there): take its offsets, and move the floors, which hold
+ * readings in the parent's namespace, by the difference -- or clear them
+ * where either side's offsets are unknown (libc answers there).
+ */
+static void pvread_atfork_child(void)
+{
+	int state = MAP_BUSY;
+	struct timens was = the_map.ns;
+	clockid_t c;
+
+	atomic_compare_exchange_strong(&map_state, &state, MAP_UNTRIED);
+	if (state == MAP_READY)
+		read_timens(&the_map.ns);
+	else
+		was.unknown = true;	/* the floors hold libc's answers */
+	for (c = 0; c < PVREAD_NR_CLOCK_BASES; c++) {
+		int64_t f = atomic_load(&floors[c].ns);
+
+		if (!timens_shifts(c) || !f)
+			continue;
+		if (was.unknown || the_map.ns.unknown)
+			f = 0;
+		else
+			f += (the_map.ns.sec[c] - was.sec[c]) * NSEC_PER_SEC +
+			     the_map.ns.nsec[c] - was.nsec[c];
+		atomic_store(&floors[c].ns, f);
+	}
+}
+
+__attribute__((constructor)) static void pvread_init(void)
+{
+	pthread_atfork(NULL, NULL, pvread_atfork_child);
+}
+
 /* One attempt's outcome; the READ_NO_* name the reason libc must answer. */
 enum read_result {
 	READ_OK,
@@ -221,6 +375,9 @@ enum read_result {
 	READ_NO_RECORD = READ_NO + PVREAD_SLOW_RECORD,
 	READ_NO_DELTA = READ_NO + PVREAD_SLOW_DELTA,
 	READ_NO_RDTSCP = READ_NO + PVREAD_SLOW_RDTSCP,
+	READ_NO_TIMENS = READ_NO + PVREAD_SLOW_TIMENS,
+	READ_NO_STUCK = READ_NO + PVREAD_SLOW_STUCK,
+	READ_NO_INVALID = READ_NO + PVREAD_SLOW_INVALID,
 };
 
 /*
@@ -298,6 +455,8 @@ static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
 		return READ_BUSY;
 	if (LOAD(r->pvclock.version) != version)
 		return READ_RETRY;
+	if (unlikely(!pvread_pvclock_shift_ok(shift)))
+		return READ_NO_INVALID;
 	/*
 	 * Xen can take the stable bit back (a migration to a host it does
 	 * not trust): the kernel's vread_pvclock() checks it on every read.
@@ -385,7 +544,7 @@ static ALWAYS_INLINE enum read_result read_line(const struct pvread_line *l,
 	if (unlikely(d > LOAD(l->tsc_span)))
 		return READ_NO_DELTA;
 	if (unlikely(!pvread_line_ns(d, mul, shift, snsec, ns)))
-		return READ_NO_DELTA;
+		return READ_NO_INVALID;
 	return READ_OK;
 }
 
@@ -401,6 +560,7 @@ static ALWAYS_INLINE enum read_result read_records(const struct mapping *m,
 	struct pvread_sample s;
 	uint64_t cycle_last;
 	enum read_result r;
+	int ok;
 
 	r = read_cycles(m, mode, &s);
 	if (unlikely(r != READ_OK))
@@ -414,10 +574,12 @@ static ALWAYS_INLINE enum read_result read_records(const struct mapping *m,
 		mult = LOAD(tk->mult);
 		shift = LOAD(tk->shift);
 	}
-	if (unlikely(!pvread_tk_shifted_ns(s.cycles, cycle_last, LOAD(tk->mask),
-					   LOAD(tk->max_delta), mult, snsec,
-					   ns)))
-		return READ_NO_DELTA;
+	if (unlikely(!pvread_tk_base_ok(snsec, shift)))
+		return READ_NO_INVALID;
+	ok = pvread_tk_shifted_ns(s.cycles, cycle_last, LOAD(tk->mask),
+				  LOAD(tk->max_delta), mult, snsec, ns);
+	if (unlikely(ok != 1))
+		return ok ? READ_NO_INVALID : READ_NO_DELTA;
 	*ns >>= shift;
 	return READ_OK;
 }
@@ -439,10 +601,14 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 	uint32_t seq;
 	int64_t sec;
 
+	if (timens_shifts(clock) && unlikely(m->ns.unknown))
+		return READ_NO_TIMENS;
 	seq = LOAD(h->seq);
 	RMB();
 	if (unlikely(seq & 1))
-		return READ_BUSY;
+		return seq == atomic_load_explicit(&stuck_seq,
+						   memory_order_relaxed) ?
+		       READ_NO_STUCK : READ_BUSY;
 	*mode = LOAD(h->mode);
 	if (likely(*mode == PVREAD_MODE_LINE) || *mode == PVREAD_MODE_PERCPU) {
 		if (unlikely(LOAD(h->error_bound_ns) > m->tolerance_ns))
@@ -455,6 +621,8 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 		b = &h->tk.base[clock];
 		sec = LOAD(b->sec);
 		ns = LOAD(b->snsec);
+		if (unlikely(ns >= NSEC_PER_SEC))
+			r = READ_NO_INVALID;
 	} else if (likely(*mode == PVREAD_MODE_LINE)) {
 		/*
 		 * lfence; rdtsc even where rdtscp is offered: the line names
@@ -479,6 +647,10 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 	RMB();
 	if (unlikely(LOAD(h->seq) != seq))
 		return READ_RETRY;
+	if (timens_shifts(clock)) {
+		sec += m->ns.sec[clock];
+		ns += (uint64_t)m->ns.nsec[clock];
+	}
 	set_ts(ts, sec, ns);
 	return READ_OK;
 }
@@ -495,13 +667,20 @@ struct attempts {
  * reason in *@why when libc must answer.
  */
 static __attribute__((noinline, cold))
-bool try_again(enum read_result r, struct attempts *a,
-	       enum pvread_slow_reason *why)
+bool try_again(const struct mapping *m, enum read_result r,
+	       struct attempts *a, enum pvread_slow_reason *why)
 {
+	uint32_t seq;
+
 	switch (r) {
 	case READ_BUSY:
 		if (wait_for_writer(&a->since))
 			return true;
+		/* Not the kernel's timekeeper: later reads need not wait. */
+		seq = LOAD(m->hdr->seq);
+		if (seq & 1)
+			atomic_store_explicit(&stuck_seq, seq,
+					      memory_order_relaxed);
 		*why = PVREAD_SLOW_BUSY;
 		return false;
 	case READ_RETRY:
@@ -530,7 +709,7 @@ static ALWAYS_INLINE uint32_t read_fast(const struct mapping *m,
 	uint32_t mode;
 
 	while (unlikely((r = try_read(m, clock, ts, &mode)) != READ_OK))
-		if (!try_again(r, &a, why))
+		if (!try_again(m, r, &a, why))
 			return PVREAD_MODE_NONE;
 	return mode;
 }
@@ -549,7 +728,7 @@ static inline void set_ns(struct timespec *ts, int64_t v)
 /* Never below what this process returned before, on any thread. */
 static inline void apply_floor(clockid_t clock, struct timespec *ts)
 {
-	_Atomic int64_t *f = &floor_ns[clock];
+	_Atomic int64_t *f = &floors[clock].ns;
 	int64_t v = ns_of(ts);
 	int64_t cur = atomic_load_explicit(f, memory_order_relaxed);
 
@@ -571,7 +750,7 @@ static inline void apply_floor(clockid_t clock, struct timespec *ts)
  */
 static inline void respect_floor(clockid_t clock, struct timespec *ts)
 {
-	int64_t cur = atomic_load_explicit(&floor_ns[clock],
+	int64_t cur = atomic_load_explicit(&floors[clock].ns,
 					   memory_order_relaxed);
 
 	if (unlikely(ns_of(ts) < cur)) {
@@ -610,6 +789,9 @@ void not_below_line(const struct mapping *m, clockid_t clock,
 		if (seq & 1) {
 			uint64_t now = __rdtsc();
 
+			if (seq == atomic_load_explicit(&stuck_seq,
+							memory_order_relaxed))
+				return;
 			if (!since)
 				since = now;
 			else if (now - since > MAX_WAIT_TSC)
@@ -641,7 +823,9 @@ void not_below_line(const struct mapping *m, clockid_t clock,
 		d = span;
 	if (!pvread_line_ns(d, mul, shift, snsec, &ns))
 		return;
-	set_ts(&line, sec, ns);
+	if (m->ns.unknown)
+		return;
+	set_ts(&line, sec + m->ns.sec[clock], ns + (uint64_t)m->ns.nsec[clock]);
 	if (line.tv_sec > ts->tv_sec ||
 	    (line.tv_sec == ts->tv_sec && line.tv_nsec > ts->tv_nsec)) {
 		stats.clamped++;
@@ -838,6 +1022,7 @@ int pvread_sample_pvclock(struct pvread_sample *sample)
 int pvread_get_info(struct pvread_info *info)
 {
 	const struct mapping *m = get_map();
+	struct attempts a = { 0, 0 };
 	enum pvread_slow_reason why;
 	const struct pvread_header *h;
 	struct timespec ts;
@@ -850,7 +1035,7 @@ int pvread_get_info(struct pvread_info *info)
 	info->mapped = 1;
 	info->tolerance_ns = m->tolerance_ns;
 	info->nr_records = m->nr_records;
-	do {
+	for (;;) {
 		seq = LOAD(h->seq);
 		RMB();
 		info->mode = LOAD(h->mode);
@@ -868,7 +1053,16 @@ int pvread_get_info(struct pvread_info *info)
 			(int64_t)(LOAD(h->tk.base[CLOCK_MONOTONIC].snsec) >>
 				  LOAD(h->tk.shift));
 		RMB();
-	} while ((seq & 1) || LOAD(h->seq) != seq);
+		if (!(seq & 1) && LOAD(h->seq) == seq)
+			break;
+		/* As a read would: wait for an update, not for ever. */
+		if (!try_again(m, seq & 1 ? READ_BUSY : READ_RETRY, &a, &why) ||
+		    seq == atomic_load_explicit(&stuck_seq,
+						memory_order_relaxed)) {
+			errno = EAGAIN;
+			return -1;
+		}
+	}
 	info->fast = read_fast(m, CLOCK_MONOTONIC, &ts, &why) !=
 		     PVREAD_MODE_NONE;
 	return 0;
@@ -934,6 +1128,9 @@ const char *pvread_slow_reason_name(unsigned int reason)
 		[PVREAD_SLOW_RETRIES] = "retries",
 		[PVREAD_SLOW_SEED] = "seed",
 		[PVREAD_SLOW_RDTSCP] = "no-rdtscp",
+		[PVREAD_SLOW_TIMENS] = "timens",
+		[PVREAD_SLOW_STUCK] = "stuck",
+		[PVREAD_SLOW_INVALID] = "invalid",
 	};
 
 	return reason < PVREAD_SLOW_NR_REASONS && names[reason] ?

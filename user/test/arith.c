@@ -22,7 +22,7 @@ int main(void)
 	uint64_t out = 0;
 	int ok;
 
-	tap_plan(19);
+	tap_plan(25);
 	/* mul 2^31 is one half; shift +1 doubles first: ns = delta. */
 	check(P(1012345, 1000000, 7, 1U << 31, 1), 12345 + 7, "identity scale");
 	/* shift -1 halves, mul one half: ns = delta / 4. */
@@ -82,5 +82,24 @@ int main(void)
 	tap_result(!ok, "line: delta << shift beyond 64 bits refused");
 	ok = pvread_line_ns(0, 1, 33, 0, &out);
 	tap_result(!ok, "line: shift beyond 32 refused");
+	ok = pvread_line_ns(0, 1, 0, 1000000000ULL << 32, &out);
+	tap_result(!ok, "line: a base a whole second past its second refused");
+	/* 2^39 cycles at mult 2^24 is 2^63: fits; 2^40 at 2^32 - 1 does not. */
+	ok = pvread_tk_shifted_ns(1ULL << 39, 0, UINT64_MAX, UINT64_MAX,
+				  1U << 24, 0, &out);
+	check(ok ? out : 0, 1ULL << 63, "timekeeper: product of 2^63 fits");
+	ok = pvread_tk_shifted_ns(1ULL << 40, 0, UINT64_MAX, UINT64_MAX,
+				  UINT32_MAX, 0, &out);
+	tap_result(ok == -1, "timekeeper: delta * mult beyond 64 bits refused");
+	ok = pvread_tk_shifted_ns(1, 0, UINT64_MAX, UINT64_MAX, 1, UINT64_MAX,
+				  &out);
+	tap_result(ok == -1, "timekeeper: snsec + product beyond 64 bits refused");
+	tap_result(pvread_tk_base_ok((999999999ULL << 24) | 0xffffff, 24) &&
+		   !pvread_tk_base_ok(1000000000ULL << 24, 24) &&
+		   !pvread_tk_base_ok(0, 33),
+		   "timekeeper: base under a second, shift at most 32");
+	tap_result(pvread_pvclock_shift_ok(-32) && pvread_pvclock_shift_ok(32) &&
+		   !pvread_pvclock_shift_ok(-33) && !pvread_pvclock_shift_ok(33),
+		   "pvclock: shift within [-32, 32]");
 	return tap_exit();
 }

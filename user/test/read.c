@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -626,14 +627,14 @@ static int line_beyond_span(void)
 	bad += reason_was(PVREAD_SLOW_DELTA, before, 20000);
 	/* within the span, but 2^33 ticks << 32 does not fit in 64 bits */
 	write_line(__rdtsc() - (1ULL << 33), UINT64_MAX, 1, 32, 1, 32, 0, 0);
-	before = slow_for(PVREAD_SLOW_DELTA);
+	before = slow_for(PVREAD_SLOW_INVALID);
 	bad += bracketed(CLOCK_MONOTONIC, 10000, SLOW, STRICT);
-	bad += reason_was(PVREAD_SLOW_DELTA, before, 10000);
+	bad += reason_was(PVREAD_SLOW_INVALID, before, 10000);
 	/* no module writes a shift beyond 32 */
 	write_line(__rdtsc(), UINT64_MAX, 1, 33, 1, 33, 0, 0);
-	before = slow_for(PVREAD_SLOW_DELTA);
+	before = slow_for(PVREAD_SLOW_INVALID);
 	bad += bracketed(CLOCK_MONOTONIC_RAW, 10000, SLOW, STRICT);
-	bad += reason_was(PVREAD_SLOW_DELTA, before, 10000);
+	bad += reason_was(PVREAD_SLOW_INVALID, before, 10000);
 	return bad != 0;
 }
 
@@ -993,10 +994,249 @@ static int after_fork(void)
 	return !WIFEXITED(status) || WEXITSTATUS(status);
 }
 
+/*
+ * A writer stalled mid-update (the seq stays odd): the first read waits
+ * for it as the kernel would, then falls back ("busy"); later reads fall
+ * back at once ("stuck") while the seq says the same; pvread_get_info()
+ * gives up (EAGAIN) instead of looping.  Once the update completes, reads
+ * are fast again.
+ */
+static int writer_stuck(void)
+{
+	uint64_t busy, stuck;
+	struct pvread_info info;
+	struct timespec ts;
+	int bad = 0, r;
+
+	if (adopt(PVREAD_MODE_STABLE, 0))
+		return 1;
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	busy = slow_for(PVREAD_SLOW_BUSY);
+	stuck = slow_for(PVREAD_SLOW_STUCK);
+	synthetic_write_begin(&page);	/* and no end for a while */
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	bad += reason_was(PVREAD_SLOW_BUSY, busy, 1);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_BOOTTIME, &ts);
+	bad += reason_was(PVREAD_SLOW_STUCK, stuck, 2);
+	errno = 0;
+	r = pvread_get_info(&info);
+	printf("# pvread_get_info with the writer stuck: %d (%s), mapped %d, fast %d\n",
+	       r, strerror(errno), info.mapped, info.fast);
+	bad += r != -1 || errno != EAGAIN || !info.mapped || info.fast;
+	synthetic_write_end(&page);
+	synthetic_tick(&page);
+	bad += bracketed(CLOCK_MONOTONIC, 1000, FAST, MIXED_OK) != 0;
+	bad += pvread_get_info(&info) != 0 || !info.fast;
+	return bad != 0;
+}
+
+/*
+ * Values no module writes, one at a time, into a stable page: each read
+ * is libc's ("invalid"), at once and within the syscalls -- never a
+ * wrapped product, a shift the C language leaves undefined, or a loop.
+ */
+static int hostile_page(void)
+{
+	struct pvread_header *h;
+	struct pvread_record *r;
+	struct pvread_header good;
+	struct pvread_record good_r;
+	uint64_t before;
+	long bad = 0;
+	int i;
+
+	if (adopt(PVREAD_MODE_STABLE, 0))
+		return 1;
+	h = page.hdr;
+	r = synthetic_record(&page, 0);
+	good = *h;
+	good_r = *r;
+	for (i = 0; i < 6; i++) {
+		const char *what = "";
+
+		synthetic_tick(&page);
+		synthetic_write_begin(&page);
+		switch (i) {
+		case 0:
+			what = "timekeeper shift 70";
+			h->tk.shift = 70;
+			break;
+		case 1:
+			what = "MONOTONIC base 3 s past its second";
+			h->tk.base[CLOCK_MONOTONIC].snsec =
+				(3ULL * NSEC_PER_SEC) << h->tk.shift;
+			break;
+		case 2:
+			what = "max_delta and mult that overflow";
+			h->tk.max_delta = UINT64_MAX;
+			h->tk.mult = UINT32_MAX;
+			h->tk.cycle_last = 0;
+			break;
+		case 3:
+			what = "record shift 100";
+			r->pvclock.version += 2;
+			r->pvclock.tsc_shift = 100;
+			break;
+		case 4:
+			what = "record shift -100";
+			r->pvclock.version += 2;
+			r->pvclock.tsc_shift = -100;
+			break;
+		case 5:
+			what = "MONOTONIC_COARSE base 2^63 ns";
+			h->tk.base[CLOCK_MONOTONIC_COARSE].snsec = 1ULL << 63;
+			break;
+		}
+		synthetic_write_end(&page);
+		before = slow_for(PVREAD_SLOW_INVALID);
+		printf("# %s:\n", what);
+		bad += bracketed(i == 5 ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC,
+				 1000, SLOW, STRICT);
+		bad += reason_was(PVREAD_SLOW_INVALID, before, 1000);
+		synthetic_write_begin(&page);
+		memcpy(&h->tk, &good.tk, sizeof(h->tk));
+		r->pvclock.tsc_shift = good_r.pvclock.tsc_shift;
+		r->pvclock.version += 2;
+		synthetic_write_end(&page);
+	}
+	return bad != 0;
+}
+
+/* The tolerance PVREAD_MAX_ERROR_NS=@value gives a new process. */
+static uint64_t tolerance_for(const char *value)
+{
+	struct pvread_info info;
+	uint64_t *got = mmap(NULL, sizeof(*got), PROT_READ | PROT_WRITE,
+			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	uint64_t v;
+	pid_t pid;
+
+	if (got == MAP_FAILED)
+		return 0;
+	*got = 0;
+	pid = fork();
+	if (pid == 0) {
+		setenv("PVREAD_MAX_ERROR_NS", value, 1);
+		if (adopt(PVREAD_MODE_STABLE, 0))
+			_exit(1);
+		pvread_get_info(&info);
+		*got = info.tolerance_ns;
+		_exit(0);
+	}
+	waitpid(pid, NULL, 0);
+	v = *got;
+	munmap(got, sizeof(*got));
+	return v;
+}
+
+/* Decimal digits only; anything else is the default, 10000 ns. */
+static int tolerance_parsing(void)
+{
+	static const struct {
+		const char *value;
+		uint64_t want;
+	} cases[] = {
+		{ "250", 250 }, { "0", 0 }, { "0100000", 100000 },
+		{ "18446744073709551615", UINT64_MAX },
+		{ " -1", 10000 }, { "-1", 10000 }, { "+5", 10000 },
+		{ "0x10", 10000 }, { "1e6", 10000 }, { "10 ", 10000 },
+		{ "18446744073709551616", 10000 }, { "", 10000 },
+	};
+	unsigned int i;
+	int bad = 0;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t got = tolerance_for(cases[i].value);
+
+		printf("# PVREAD_MAX_ERROR_NS=\"%s\": tolerance %llu ns (want %llu)\n",
+		       cases[i].value, (unsigned long long)got,
+		       (unsigned long long)cases[i].want);
+		bad += got != cases[i].want;
+	}
+	return bad != 0;
+}
+
+/* Is @v within a second of the kernel's @clock now? */
+static bool near_kernel(clockid_t clock, const struct timespec *v)
+{
+	int64_t d = ns_of(v) - sys_ns(clock);
+
+	return d > -NSEC_PER_SEC && d < NSEC_PER_SEC;
+}
+
+/*
+ * A child made after unshare(CLONE_NEWTIME) lives in the new time
+ * namespace: its CLOCK_MONOTONIC (and _RAW, _COARSE) and BOOTTIME are the
+ * root's plus the offsets, as the vDSO and the system call say.  The
+ * library adds them; and the floors the parent left (ahead of the child's
+ * BOOTTIME by the negative offset) move with them.
+ */
+static int time_namespace(void)
+{
+	static const clockid_t shifted[] = { CLOCK_MONOTONIC,
+		CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME, CLOCK_REALTIME };
+	int64_t boot_off = -(sys_ns(CLOCK_BOOTTIME) / NSEC_PER_SEC / 2);
+	struct timespec ts;
+	char offsets[128];
+	unsigned int i;
+	int fd, status, len;
+	pid_t pid;
+
+	if (adopt(PVREAD_MODE_STABLE, 1000))
+		return 1;
+	for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+		if (bracketed(shifted[i], 100, FAST, MIXED_OK))
+			return 1;
+	pvread_clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	/* Fallbacks raise the floors: the parent leaves them set. */
+	set_mode(PVREAD_MODE_NONE);
+	for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+		pvread_clock_gettime(shifted[i], &ts);
+	set_mode(PVREAD_MODE_STABLE);
+	if (unshare(CLONE_NEWTIME))
+		return skip(errno == EPERM ? "unshare(CLONE_NEWTIME): not permitted (needs CAP_SYS_ADMIN)" :
+			    "unshare(CLONE_NEWTIME): no time namespaces in this kernel");
+	if (boot_off > -2)
+		boot_off = 3600;
+	len = snprintf(offsets, sizeof(offsets),
+		       "monotonic 86400 0\nboottime %lld 0\n", (long long)boot_off);
+	fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0 || write(fd, offsets, len) != len) {
+		printf("# /proc/self/timens_offsets: %s\n", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	printf("# offsets: monotonic +86400 s, boottime %+lld s\n",
+	       (long long)boot_off);
+	/*
+	 * The page is the root namespace's clock, which the child cannot
+	 * read to tick it: a fresh page, not torn by the ticker at the fork,
+	 * serves it for the few ms it reads.
+	 */
+	pause_ticker();
+	synthetic_tick(&page);
+	pid = fork();
+	if (pid == 0) {
+		long bad = 0;
+
+		for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+			bad += bracketed(shifted[i], 1000, FAST, MIXED_OK);
+		pvread_clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+		printf("# MONOTONIC_COARSE %lld.%09ld, the kernel's %lld\n",
+		       (long long)ts.tv_sec, ts.tv_nsec,
+		       (long long)sys_ns(CLOCK_MONOTONIC_COARSE));
+		bad += !near_kernel(CLOCK_MONOTONIC_COARSE, &ts);
+		_exit(bad != 0);
+	}
+	waitpid(pid, &status, 0);
+	return !WIFEXITED(status) || WEXITSTATUS(status);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(23);
+	tap_plan(28);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -1019,10 +1259,14 @@ int main(void)
 	scenario("pvread_use_page: EINVAL, EBUSY", use_page_errors);
 	scenario("other clocks and bad ids: exactly libc's answer", passthrough);
 	scenario("correct in a child after fork()", after_fork);
+	scenario("writer stuck mid-update: one wait, then at once (stuck); get_info EAGAIN", writer_stuck);
+	scenario("PVREAD_MAX_ERROR_NS: decimal digits only, else the default", tolerance_parsing);
+	scenario("values no module writes: libc's answer (invalid), never garbage", hostile_page);
+	scenario("time namespace: the namespace's clocks, floors moved with them", time_namespace);
 	scenario("line page: every clock fast and within the syscalls", line_all_clocks);
 	scenario("line: MONOTONIC_RAW at raw_mul << raw_shift", line_raw_rate);
 	scenario("line: a TSC before the anchor reads as the anchor, fast", line_before_anchor);
-	scenario("line: beyond tsc_span or a shift out of range: falls back (delta)", line_beyond_span);
+	scenario("line: beyond tsc_span (delta) or a shift out of range (invalid): falls back", line_beyond_span);
 	scenario("line: error bound above PVREAD_MAX_ERROR_NS: falls back (bound)", line_bound_above_tolerance);
 	scenario("line: readings do not raise the floor, only respect it", line_no_shared_write);
 	scenario("line: a fallback after line readings is not behind them", line_fallback_not_behind);

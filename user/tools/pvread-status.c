@@ -70,7 +70,7 @@ int main(int argc, char **argv)
 	struct pvread_stats st;
 	unsigned int cpu;
 	double wait = 0;
-	int opt;
+	int opt, ret;
 
 	while ((opt = getopt(argc, argv, "w:")) != -1) {
 		if (opt != 'w') {
@@ -81,13 +81,19 @@ int main(int argc, char **argv)
 		wait = atof(optarg);
 	}
 	/* A freshly loaded module needs a few updates of history first. */
-	for (pvread_get_info(&info); !info.fast && wait > 0; wait -= 0.1) {
+	for (ret = pvread_get_info(&info); !ret && !info.fast && wait > 0;
+	     wait -= 0.1) {
 		usleep(100000);
-		pvread_get_info(&info);
+		ret = pvread_get_info(&info);
 	}
 	if (!info.mapped) {
 		printf("pvread: %s not mapped: every read is libc's clock_gettime\n",
 		       PVREAD_DEVICE);
+		return 1;
+	}
+	if (ret) {
+		printf("pvread: the page's header is being written and did not settle (%s): every read is libc's clock_gettime meanwhile\n",
+		       strerror(errno));
 		return 1;
 	}
 	printf("mode:            %s\n", mode_name(info.mode));
