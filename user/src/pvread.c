@@ -430,12 +430,12 @@ static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
 
 	if (mode == PVREAD_MODE_STABLE) {
 		/* One record describes every CPU's TSC. */
-		s->tsc = tsc_ordered(m);
 		cpu = LOAD(m->hdr->stable_record);
 	} else {
+		/* The record of the vCPU this thread is on now... */
 		if (unlikely(!m->rdtscp))
 			return READ_NO_RDTSCP;
-		s->tsc = __rdtscp(&aux);
+		__rdtscp(&aux);
 		cpu = aux & PVREAD_TSC_AUX_CPU_MASK;
 	}
 	if (cpu >= m->nr_records)
@@ -443,8 +443,23 @@ static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
 	r = (const struct pvread_record *)(m->records + (size_t)cpu * m->stride);
 	if (!(LOAD(r->state) & PVREAD_RECORD_REGISTERED))
 		return READ_NO_RECORD;
+	/*
+	 * The version before the TSC, as the kernel's pvclock reads do: Xen
+	 * rewrites a vCPU's record whenever it runs it on a pCPU, so a TSC
+	 * read after an unchanged version is from the pCPU the record
+	 * describes.  (Read first, the TSC could be the old pCPU's and the
+	 * record the new one's.)
+	 */
 	version = LOAD(r->pvclock.version);
 	RMB();
+	if (mode == PVREAD_MODE_STABLE) {
+		s->tsc = tsc_ordered(m);
+	} else {
+		/* ...and still that vCPU when the TSC is read. */
+		s->tsc = __rdtscp(&aux);
+		if (unlikely((aux & PVREAD_TSC_AUX_CPU_MASK) != cpu))
+			return READ_RETRY;
+	}
 	tsc_timestamp = LOAD(r->pvclock.tsc_timestamp);
 	system_time = LOAD(r->pvclock.system_time);
 	mul = LOAD(r->pvclock.tsc_to_system_mul);

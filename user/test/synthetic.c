@@ -70,17 +70,28 @@ void synthetic_write_end(struct synthetic *s)
 	STORE(s->hdr->seq, s->hdr->seq + 1);
 }
 
-/* The page's pvclock now, from record 0, which a test may be rewriting. */
+/*
+ * The page's pvclock now, from record 0, which a test may be rewriting
+ * (also to a line anchored after @tsc: then back along it).
+ */
 static uint64_t pvclock_now(struct synthetic *s, uint64_t tsc)
 {
 	const struct pvread_pvclock *p = &synthetic_record(s, 0)->pvclock;
-	uint64_t ns;
+	uint64_t ns, ts;
 	uint32_t v;
 
 	do {
 		v = __atomic_load_n(&p->version, __ATOMIC_ACQUIRE);
-		ns = pvread_pvclock_ns(tsc, p->tsc_timestamp, p->system_time,
-				       p->tsc_to_system_mul, p->tsc_shift);
+		ts = p->tsc_timestamp;
+		if (tsc >= ts)
+			ns = pvread_pvclock_ns(tsc, ts, p->system_time,
+					       p->tsc_to_system_mul,
+					       p->tsc_shift);
+		else
+			ns = p->system_time -
+			     pvread_pvclock_ns(ts, tsc, 0,
+					       p->tsc_to_system_mul,
+					       p->tsc_shift);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	} while ((v & 1) || __atomic_load_n(&p->version, __ATOMIC_RELAXED) != v);
 	return ns;

@@ -1,0 +1,81 @@
+#!/bin/bash
+# user/test/mutants.sh — break the read path one way at a time and show
+# that the host tests catch every breakage.
+#
+#   user/test/mutants.sh [NAME...]     (from anywhere; default: every mutant)
+#
+# Each mutant is an exact edit of user/src/*.c or *.h (a perl substitution
+# that must match once: a source change that moves the text makes the
+# script fail, not pass). The tree is copied to a temporary directory, the
+# edit applied there, the unit tests built and run; a mutant is killed when
+# some test says "not ok" or the tests exit non-zero, or time out (120 s).
+# Prints one line per mutant and exits 0 only if every one was killed.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+
+# name | file under user/ | perl substitution (s{...}{...}s, must match)
+MUTANTS=(
+    "record-version-not-rechecked|src/pvread.c|s{\tif \(LOAD\(r->pvclock.version\) != version\)\n\t\treturn READ_RETRY;\n}{}s"
+    "tsc-before-record-accepted|src/pvread.c|s{\tif \(s->tsc < tsc_timestamp\)\n\t\treturn READ_RETRY;\n}{}s"
+    "header-seq-not-rechecked|src/pvread.c|s{\tif \(unlikely\(LOAD\(h->seq\) != seq\)\)\n\t\treturn READ_RETRY;\n\tif \(timens_shifts}{\tif \(timens_shifts}s"
+    "monotonic-with-raw-conversion|src/pvread.c|s{\tif \(clock == CLOCK_MONOTONIC_RAW\) \{\n\t\tcycle_last = }{\tif \(1\) \{\n\t\tcycle_last = }s"
+    "line-monotonic-at-raw-rate|src/pvread.c|s{\tif \(clock == CLOCK_MONOTONIC_RAW\) \{\n\t\tmul = LOAD\(l->raw_mul\);}{\tif \(1\) \{\n\t\tmul = LOAD\(l->raw_mul\);}s"
+    "errno-not-restored|src/pvread.c|s{\tstate = map_device\(&the_map\) \? MAP_READY : MAP_ABSENT;\n\terrno = saved_errno;\n}{\tstate = map_device\(&the_map\) \? MAP_READY : MAP_ABSENT;\n}s"
+    "stable-bit-not-checked|src/pvread.c|s{if \(mode == PVREAD_MODE_STABLE && !\(flags & PVREAD_PVCLOCK_TSC_STABLE\)\)}{if \(0\)}s"
+    "bound-not-checked|src/pvread.c|s{if \(unlikely\(LOAD\(h->error_bound_ns\) > m->tolerance_ns\)\)}{if \(0\)}s"
+    "line-span-not-checked|src/pvread.c|s{if \(unlikely\(d > LOAD\(l->tsc_span\)\)\)}{if \(0\)}s"
+    "floor-not-raised|src/pvread.c|s{\twhile \(v > cur\)\n}{\twhile \(0\)\n}s"
+    "floor-not-respected|src/pvread.c|s{\tif \(unlikely\(ns_of\(ts\) < cur\)\) \{}{\tif \(0\) \{}s"
+    "no-seed-on-mode-change|src/pvread.c|s{\tif \(seed\)\n\t\tslow_clock_gettime}{\tif \(0\)\n\t\tslow_clock_gettime}s"
+    "fallback-not-lifted-to-line|src/pvread.c|s{\t\tnot_below_line\(&the_map, clock, ts\);}{\t\t;}s"
+    "timens-offsets-not-added|src/pvread.c|s{\t\tsec \+= m->ns.sec\[clock\];\n\t\tns \+= \(uint64_t\)m->ns.nsec\[clock\];}{\t\t;}s"
+    "timens-floors-not-moved|src/pvread.c|s{\t\tatomic_store\(&floors\[c\].ns, f\);}{\t\t\(void\)f;}s"
+    "stuck-writer-not-remembered|src/pvread.c|s{\t\tif \(seq & 1\)\n\t\t\tatomic_store_explicit\(&stuck_seq, seq,\n\t\t\t\t\t      memory_order_relaxed\);}{\t\t\(void\)seq;}s"
+    "tolerance-accepts-hex|src/pvread.c|s{\t\tif \(digit > 9 \|\| }{\t\tif \(\(digit > 9 && 0\) \|\| }s"
+    "tk-overflow-not-checked|src/arith.h|s{\tif \(__builtin_mul_overflow\(delta, mult, &p\) \|\|\n\t    __builtin_add_overflow\(p, snsec, out\)\)\n\t\treturn -1;}{\t*out = snsec + delta * mult;\n\t\(void\)p;}s"
+    "line-base-past-second-accepted|src/arith.h|s{ \|\|\n\t    snsec >= PVREAD_ARITH_NSEC_PER_SEC << 32\)}{\)}s"
+)
+
+want=("$@")
+tmp=$(mktemp -d /tmp/pvread-mutants.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+killed=0 survived=0 broken=0
+
+for spec in "${MUTANTS[@]}"; do
+    IFS='|' read -r name file subst <<<"$spec"
+    if ((${#want[@]})) && ! printf '%s\n' "${want[@]}" | grep -qx "$name"; then
+        continue
+    fi
+    rm -rf "$tmp/t"
+    mkdir -p "$tmp/t"
+    cp -r "$top/user" "$top/include" "$tmp/t/"
+    rm -rf "$tmp/t/user/build"
+    if ! MUTANT_SUBST=$subst perl -0 -i -pe '
+            BEGIN { $n = 0 } $n += eval "$ENV{MUTANT_SUBST}";
+            END { exit($n == 1 ? 0 : 1) }' "$tmp/t/user/$file"; then
+        echo "not ok - $name: the edit does not match $file once (the source moved: update the mutant)"
+        broken=$((broken + 1))
+        continue
+    fi
+    # Without -Werror: a mutant may leave a variable or function unused.
+    if ! make -s -C "$tmp/t/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
+            build/test/read build/test/arith >"$tmp/build.log" 2>&1; then
+        echo "not ok - $name: the mutant does not build"
+        sed 's/^/#   /' "$tmp/build.log" | tail -5
+        broken=$((broken + 1))
+        continue
+    fi
+    out=$(cd "$tmp/t/user" && timeout 120 ./build/test/arith 2>&1 &&
+          timeout 120 ./build/test/read 2>&1)
+    rc=$?
+    caught=$(grep -E '^not ok' <<<"$out" | head -3 | sed 's/^not ok [0-9]* - //' | paste -sd ';' -)
+    if ((rc != 0)); then
+        echo "ok - $name: killed (${caught:-exit $rc})"
+        killed=$((killed + 1))
+    else
+        echo "not ok - $name: survived, every test passed"
+        survived=$((survived + 1))
+    fi
+done
+echo "# mutants: $killed killed, $survived survived, $broken broken"
+((survived == 0 && broken == 0))
