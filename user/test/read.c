@@ -261,35 +261,43 @@ static int percpu_mode(void)
 
 /*
  * Xen rewrites the record all the time, on another CPU, between two
- * equal-valued lines: one anchored now, one anchored 2^36 ticks (half a
- * minute) in the future, as a record rewritten after the reader's rdtsc
- * is.  A read torn between the two is off by half a minute; one that
- * takes the future record for a TSC before it, by years.
+ * equal-valued lines: one anchored now, one anchored 10 ms in the future,
+ * as a record rewritten after the reader's rdtsc is.  A read torn between
+ * the two is off by 10 ms; one that takes the future record for a TSC
+ * before it, by years.
  */
 static atomic_bool stop_writer;
 
 static void *flip_record(void *arg)
 {
 	struct pvread_pvclock *p = &synthetic_record(&page, 0)->pvclock;
-	const uint64_t d = 1ULL << 36;
+	const uint64_t d = page.tsc_hz / 100;	/* within max_delta */
 	uint64_t ts0 = p->tsc_timestamp, st0 = p->system_time;
 	uint64_t dns = pvread_pvclock_ns(ts0 + d, ts0, 0, p->tsc_to_system_mul,
 					 p->tsc_shift);
 	unsigned long n = 0;
+	int i;
 
 	pin(*(int *)arg);
 	while (!atomic_load_explicit(&stop_writer, memory_order_relaxed)) {
 		__atomic_store_n(&p->version, p->version + 1, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_RELEASE);
-		if (n++ & 1) {
-			__atomic_store_n(&p->tsc_timestamp, ts0, __ATOMIC_RELAXED);
-			__atomic_store_n(&p->system_time, st0, __ATOMIC_RELAXED);
-		} else {
-			__atomic_store_n(&p->tsc_timestamp, ts0 + d, __ATOMIC_RELAXED);
-			__atomic_store_n(&p->system_time, st0 + dns, __ATOMIC_RELAXED);
-		}
+		/*
+		 * In the opposite order of the reader's loads, a moment apart:
+		 * a reader between the two stores sees a torn record.
+		 */
+		__atomic_store_n(&p->system_time, n & 1 ? st0 : st0 + dns,
+				 __ATOMIC_RELAXED);
+		for (i = 0; i < 32; i++)
+			_mm_pause();
+		__atomic_store_n(&p->tsc_timestamp, n & 1 ? ts0 : ts0 + d,
+				 __ATOMIC_RELAXED);
+		n++;
 		__atomic_thread_fence(__ATOMIC_RELEASE);
 		__atomic_store_n(&p->version, p->version + 1, __ATOMIC_RELAXED);
+		/* As long again whole: readers must get through too. */
+		for (i = 0; i < 32; i++)
+			_mm_pause();
 	}
 	return NULL;
 }
@@ -321,6 +329,41 @@ static int record_rewritten_mid_read(void)
 	       (unsigned long long)st.slow);
 	/* Some reads give up (slow) after retries; none may be torn. */
 	return bad || !st.retries;
+}
+
+/*
+ * A record anchored after the TSC the reader reads (Xen rewrote it after
+ * the reader's rdtsc): never used before its anchor -- the clocks fall
+ * back, and pvread_sample_pvclock() gives up (EAGAIN) rather than return
+ * the record's line extended backwards through a wrapped delta.
+ */
+static int record_from_the_future(void)
+{
+	struct pvread_pvclock *p;
+	struct pvread_sample smp;
+	uint64_t ahead;
+	long bad;
+	int r;
+
+	if (adopt(PVREAD_MODE_STABLE, 0))
+		return 1;
+	p = &synthetic_record(&page, 0)->pvclock;
+	ahead = page.tsc_hz * 60;
+	synthetic_write_begin(&page);
+	p->version++;
+	p->system_time += pvread_pvclock_ns(p->tsc_timestamp + ahead,
+					    p->tsc_timestamp, 0,
+					    p->tsc_to_system_mul, p->tsc_shift);
+	p->tsc_timestamp += ahead;
+	p->version++;
+	synthetic_write_end(&page);
+	bad = bracketed(CLOCK_MONOTONIC, 1000, SLOW, STRICT);
+	errno = 0;
+	r = pvread_sample_pvclock(&smp);
+	printf("# pvread_sample_pvclock: %d (%s), cycles %llu, the kernel's MONOTONIC_RAW %lld\n",
+	       r, strerror(errno), r ? 0ULL : (unsigned long long)smp.cycles,
+	       (long long)sys_ns(CLOCK_MONOTONIC_RAW));
+	return bad || r != -1 || errno != EAGAIN;
 }
 
 static int header_rewritten_mid_read(void)
@@ -1281,7 +1324,7 @@ static int time_namespace(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(29);
+	tap_plan(30);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -1295,6 +1338,7 @@ int main(void)
 	scenario("per-CPU page: fast, or libc where the CPU has no rdtscp", percpu_mode);
 	scenario("record rewritten mid-read: retried, never torn", record_rewritten_mid_read);
 	scenario("header rewritten mid-read: retried, never torn", header_rewritten_mid_read);
+	scenario("record anchored after the TSC: never extended backwards", record_from_the_future);
 	scenario("clocksource flip: falls back, then fast again", clocksource_flip);
 	scenario("error bound above PVREAD_MAX_ERROR_NS: falls back", bound_above_tolerance);
 	scenario("unregistered record: falls back", unregistered_record);
