@@ -917,8 +917,12 @@ static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 	if (unlikely(mode == PVREAD_MODE_NONE))
 		goto slow;
 	if (fine_never_back(clock)) {
+		/*
+		 * Acquire: a mode seen here comes with the floor its first
+		 * reader raised before noting it (a plain load on x86).
+		 */
 		if (unlikely(atomic_load_explicit(&mode_seen[clock],
-						  memory_order_relaxed) != mode) &&
+						  memory_order_acquire) != mode) &&
 		    enter_mode(clock, mode, ts))
 			return 0;
 		if (mode == PVREAD_MODE_PERCPU)
