@@ -96,8 +96,18 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
 /*
  * The fast mode each clock was last read in by this process (none yet:
  * PVREAD_MODE_NONE): whether the floor holds what it returned depends on it.
- * Written only when the mode changes, so it stays in every CPU's cache.
+ * Written only when the mode changes, so it stays in every CPU's cache;
+ * always by compare-and-swap, from the value the writer acted on.
+ *
+ * MODE_SEEN_SEEDING: a thread is taking the kernel's answer as the floor
+ * (enter_mode()); until it notes the new mode, every read of the clock is
+ * libc's, which raises the floor, so that no stable or line reading can be
+ * returned after that answer and stay above the floor.
+ * MODE_SEEN_UNKNOWN: the next fast reading seeds, whatever its mode (a
+ * child of fork() whose parent was seeding).
  */
+#define MODE_SEEN_SEEDING 0x100
+#define MODE_SEEN_UNKNOWN 0x101
 static _Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
 
 /*
@@ -341,6 +351,13 @@ static void pvread_atfork_child(void)
 	clockid_t c;
 
 	atomic_compare_exchange_strong(&map_state, &state, MAP_UNTRIED);
+	for (c = 0; c < PVREAD_NR_CLOCK_BASES; c++) {
+		/* A seeding thread of the parent's is not here to finish. */
+		uint32_t seeding = MODE_SEEN_SEEDING;
+
+		atomic_compare_exchange_strong(&mode_seen[c], &seeding,
+					       MODE_SEEN_UNKNOWN);
+	}
 	if (state == MAP_READY)
 		read_timens(&the_map.ns);
 	else
@@ -878,24 +895,37 @@ int slow_clock_gettime(clockid_t clock, struct timespec *ts,
  * one mode's can lie on either side of another's (the line ahead of the
  * kernel, a per-CPU record behind it, by up to the bound).  So after stable
  * or line readings ask the kernel once: its answer, lifted to the line, is
- * at or above all of them, and becomes the floor.  Returns true when *@ts
- * is that answer.  The mode is noted after the floor is raised, and before
- * any reading in it is returned.
+ * at or above all of them, and becomes the floor.  The page may flip back
+ * and forth while that answer is taken (the thread preempted): readings of
+ * the clock fall back until the new mode is noted (MODE_SEEN_SEEDING), so
+ * none returned meanwhile stays above the floor.  Returns true when *@ts
+ * is libc's answer instead of the fast reading.
  */
 static __attribute__((noinline, cold))
 bool enter_mode(clockid_t clock, uint32_t mode, struct timespec *ts)
 {
-	uint32_t seen = atomic_load_explicit(&mode_seen[clock],
-					     memory_order_acquire);
-	bool seed = seen == PVREAD_MODE_STABLE || seen == PVREAD_MODE_LINE;
+	_Atomic uint32_t *seen_p = &mode_seen[clock];
+	uint32_t seen = atomic_load_explicit(seen_p, memory_order_acquire);
 
 	if (mode == PVREAD_MODE_LINE &&
 	    !atomic_load_explicit(&line_used, memory_order_relaxed))
 		atomic_store_explicit(&line_used, true, memory_order_relaxed);
-	if (seed)
+	if (seen == PVREAD_MODE_NONE || seen == PVREAD_MODE_PERCPU) {
+		/* The floor holds every reading returned so far. */
+		if (atomic_compare_exchange_strong_explicit(seen_p, &seen, mode,
+				memory_order_acq_rel, memory_order_acquire))
+			return false;
+	} else if (seen != MODE_SEEN_SEEDING &&
+		   atomic_compare_exchange_strong_explicit(seen_p, &seen,
+				MODE_SEEN_SEEDING, memory_order_acq_rel,
+				memory_order_acquire)) {
 		slow_clock_gettime(clock, ts, PVREAD_SLOW_SEED);
-	atomic_store_explicit(&mode_seen[clock], mode, memory_order_release);
-	return seed;
+		atomic_store_explicit(seen_p, mode, memory_order_release);
+		return true;
+	}
+	/* Another thread is seeding, or noted a mode first: libc answers. */
+	slow_clock_gettime(clock, ts, PVREAD_SLOW_SEED);
+	return true;
 }
 
 /* The read for one clock; inlined with @clock a constant, once per clock. */

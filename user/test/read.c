@@ -5,10 +5,12 @@
  * the test rewrites the way Xen and the module would.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -78,6 +80,9 @@ static void scenario(const char *what, int (*fn)(void))
 }
 
 static struct synthetic page;
+
+/* A thread held by a hook below says so on @held and waits for @go_on. */
+static sem_t held, go_on;
 
 static int adopt(uint32_t mode, long tick_us)
 {
@@ -962,6 +967,95 @@ static int stable_line_stable(void)
 }
 
 /*
+ * libc's clock_gettime, as the library calls it for its answers: a thread
+ * that sets hold_after_libc stops right after the kernel answered, as if
+ * preempted there, until the test lets it go.  Everything else passes.
+ */
+static __thread bool hold_after_libc;
+
+int clock_gettime(clockid_t clock, struct timespec *ts)
+{
+	static int (*libc)(clockid_t, struct timespec *);
+	int ret;
+
+	if (!libc)
+		*(void **)&libc = dlsym(RTLD_NEXT, "clock_gettime");
+	ret = libc(clock, ts);
+	if (hold_after_libc) {
+		hold_after_libc = false;
+		sem_post(&held);
+		sem_wait(&go_on);
+	}
+	return ret;
+}
+
+static void *seeding_reader(void *arg)
+{
+	struct timespec *ts = arg;
+
+	hold_after_libc = true;
+	pvread_clock_gettime(CLOCK_MONOTONIC, ts);
+	return NULL;
+}
+
+#define SEED_LAG_NS 20000000LL
+
+/*
+ * A thread enters line mode after stable readings and takes the kernel's
+ * answer as its floor; preempted there, the page flips to stable, another
+ * thread returns a stable reading S (the kernel's, now), and the page flips
+ * back to a line 20 ms behind the kernel.  Readings after the first thread
+ * finishes must not be below S: the floor must cover S, though the seed was
+ * taken before it.
+ */
+static int seed_preempted(void)
+{
+	struct timespec ts, seeded;
+	pthread_t seeder;
+	long below = 0, i;
+	int64_t s, v, worst = 0;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	sem_init(&held, 0, 0);
+	sem_init(&go_on, 0, 0);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);	/* line */
+	pause_ticker();
+	synthetic_line_leave(&page, PVREAD_MODE_STABLE);
+	resume_ticker();
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);	/* stable: seeds */
+	/* past the old line's end, so that the next line is 20 ms behind */
+	usleep(2 * SEED_LAG_NS / 1000);
+	pause_ticker();
+	synthetic_line_enter(&page, -SEED_LAG_NS);
+	resume_ticker();
+
+	pthread_create(&seeder, NULL, seeding_reader, &seeded);
+	sem_wait(&held);
+	pause_ticker();
+	synthetic_line_leave(&page, PVREAD_MODE_STABLE);
+	resume_ticker();
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	s = ns_of(&ts);
+	pause_ticker();
+	synthetic_line_enter(&page, -SEED_LAG_NS);
+	resume_ticker();
+	sem_post(&go_on);
+	pthread_join(seeder, NULL);
+
+	for (i = 0; i < 100000; i++) {
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		v = ns_of(&ts);
+		below += v < s;
+		if (s - v > worst)
+			worst = s - v;
+	}
+	printf("# seeder's answer %lld ns before the stable reading S; of 100000 line readings after, %ld below S, by up to %lld ns\n",
+	       (long long)(s - ns_of(&seeded)), below, (long long)worst);
+	return below != 0;
+}
+
+/*
  * Readers on many threads, the line re-anchored as fast as the ticker can:
  * no reading below one another thread had returned before it began.
  */
@@ -1099,6 +1193,67 @@ static int after_fork(void)
 	}
 	waitpid(pid, &status, 0);
 	return !WIFEXITED(status) || WEXITSTATUS(status);
+}
+
+/*
+ * getenv, as the library calls it while it adopts a page: a thread that
+ * sets hold_in_getenv stops there, mid-mapping, until the test lets it go.
+ */
+static __thread bool hold_in_getenv;
+
+char *getenv(const char *name)
+{
+	static char *(*libc)(const char *);
+
+	if (!libc)
+		*(void **)&libc = dlsym(RTLD_NEXT, "getenv");
+	if (hold_in_getenv && !strcmp(name, "PVREAD_MAX_ERROR_NS")) {
+		hold_in_getenv = false;
+		sem_post(&held);
+		sem_wait(&go_on);
+	}
+	return libc(name);
+}
+
+static void *mapping_thread(void *arg)
+{
+	hold_in_getenv = true;
+	*(int *)arg = pvread_use_page(page.hdr, page.size);
+	return NULL;
+}
+
+/*
+ * fork() while another thread is mapping: the child has no such thread,
+ * so the library must map afresh there -- not wait for ever, answering
+ * every read from libc.
+ */
+static int fork_while_mapping(void)
+{
+	pthread_t mapper;
+	int status, mapped = -1;
+	pid_t pid;
+
+	if (synthetic_init(&page, PVREAD_MODE_STABLE))
+		return 1;
+	sem_init(&held, 0, 0);
+	sem_init(&go_on, 0, 0);
+	pthread_create(&mapper, NULL, mapping_thread, &mapped);
+	sem_wait(&held);
+	pid = fork();
+	if (pid == 0) {
+		int r = pvread_use_page(page.hdr, page.size);
+
+		printf("# in the child: pvread_use_page %d (%s)\n", r,
+		       r ? strerror(errno) : "mapped");
+		synthetic_tick(&page);
+		_exit(r || bracketed(CLOCK_MONOTONIC, 1000, FAST, MIXED_OK));
+	}
+	waitpid(pid, &status, 0);
+	sem_post(&go_on);
+	pthread_join(mapper, NULL);
+	synthetic_tick(&page);
+	return mapped || !WIFEXITED(status) || WEXITSTATUS(status) ||
+	       bracketed(CLOCK_MONOTONIC, 1000, FAST, MIXED_OK);
 }
 
 /*
@@ -1343,7 +1498,7 @@ static int time_namespace(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(30);
+	tap_plan(32);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -1367,6 +1522,7 @@ int main(void)
 	scenario("pvread_use_page: EINVAL, EBUSY", use_page_errors);
 	scenario("other clocks and bad ids: exactly libc's answer", passthrough);
 	scenario("correct in a child after fork()", after_fork);
+	scenario("fork() while another thread maps: the child maps afresh", fork_while_mapping);
 	scenario("a call that succeeds leaves errno alone, the first one too", errno_kept);
 	scenario("writer stuck mid-update: one wait, then at once (stuck); get_info EAGAIN", writer_stuck);
 	scenario("PVREAD_MAX_ERROR_NS: decimal digits only, else the default", tolerance_parsing);
@@ -1383,5 +1539,6 @@ int main(void)
 	scenario("line -> per-CPU -> line: never back", line_percpu_line);
 	scenario("stable -> line -> stable: never back", stable_line_stable);
 	scenario("line: monotonic across threads while re-anchored", line_cross_thread);
+	scenario("mode flips while a thread seeds its floor: never back", seed_preempted);
 	return tap_exit();
 }
