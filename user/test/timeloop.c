@@ -3,9 +3,14 @@
  * An unmodified program that asks the time in a loop, the way a JVM or a
  * database does: for the preload shim.  It knows nothing of libpvread.
  *
- *   timeloop gettimeofday|clock_gettime|time N      N calls, then the last value
- *   timeloop -c gettimeofday|clock_gettime|time N   also bracket a read every
- *       1024 by two raw system calls and count those outside (exit 1 if any)
+ *   timeloop [-c [-e]] CALL N
+ *
+ * CALL: gettimeofday, time, clock_gettime (CLOCK_MONOTONIC), boottime or
+ * monotonic_raw (clock_gettime of those clocks).  N calls, then the last
+ * value.  -c: also bracket a read every 1024 by two raw system calls and
+ * count those outside, and steps back (exit 1 if any).  -e: a reading may
+ * lie outside by the error bound a preloaded libpvread publishes
+ * (pvread_get_info(), read after each bracket), as its fast path may.
  *
  * The loop is framed by two getppid() system calls, so that a syscall trace
  * can tell the loop's clock calls from libc's own (glibc's malloc reads the
@@ -13,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,36 +64,69 @@ static long long kernel_ns(clockid_t clock)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/*
+ * The error bound a preloaded libpvread publishes now (0 without one): a
+ * reading's, taken just before and after it, is the larger.
+ */
+static long long published_bound(void)
+{
+	static int (*get_info)(struct pvread_info *);
+	struct pvread_info info;
+
+	if (!get_info)
+		*(void **)&get_info = dlsym(RTLD_DEFAULT, "pvread_get_info");
+	if (!get_info || get_info(&info))
+		return 0;
+	return (long long)info.error_bound_ns;
+}
+
+static const struct {
+	const char *name;
+	clockid_t clock;
+} calls[] = {
+	{ "gettimeofday", CLOCK_REALTIME },
+	{ "clock_gettime", CLOCK_MONOTONIC },
+	{ "time", CLOCK_REALTIME_COARSE },
+	{ "boottime", CLOCK_BOOTTIME },
+	{ "monotonic_raw", CLOCK_MONOTONIC_RAW },
+};
+
 int main(int argc, char **argv)
 {
-	int check = argc > 1 && !strcmp(argv[1], "-c");
-	long long before = 0, after = 0, v = 0, prev = 0, n, i;
-	long long outside = 0, backwards = 0, checked = 0;
+	long long before = 0, after = 0, v = 0, prev = 0, n, i, slack = 0;
+	long long outside = 0, backwards = 0, checked = 0, worst = 0;
+	int check = 0, with_bound = 0, kind = -1, opt;
 	const char *what;
 	struct timespec ts;
 	struct timeval tv;
 	clockid_t clock;
-	int kind;
+	unsigned int k;
 
-	if (argc != 3 + check) {
-		fprintf(stderr, "usage: timeloop [-c] gettimeofday|clock_gettime|time N\n");
-		return 2;
+	while ((opt = getopt(argc, argv, "ce")) != -1) {
+		if (opt == 'c')
+			check = 1;
+		else if (opt == 'e')
+			with_bound = 1;
+		else
+			goto usage;
 	}
-	what = argv[1 + check];
-	n = atoll(argv[2 + check]);
-	if (!strcmp(what, "gettimeofday"))
-		kind = 0, clock = CLOCK_REALTIME;
-	else if (!strcmp(what, "clock_gettime"))
-		kind = 1, clock = CLOCK_MONOTONIC;
-	else if (!strcmp(what, "time"))
-		kind = 2, clock = CLOCK_REALTIME_COARSE;
-	else
-		return 2;
+	if (argc - optind != 2)
+		goto usage;
+	what = argv[optind];
+	n = atoll(argv[optind + 1]);
+	for (k = 0; k < sizeof(calls) / sizeof(calls[0]); k++)
+		if (!strcmp(what, calls[k].name))
+			kind = (int)k;
+	if (kind < 0 || n < 1)
+		goto usage;
+	clock = calls[kind].clock;
 
 	syscall(SYS_getppid);
 	for (i = 0; i < n; i++) {
 		int bracket = check && !(i & 1023);
 
+		if (bracket && with_bound)
+			slack = published_bound();
 		if (bracket)
 			before = kernel_ns(clock);
 		switch (kind) {
@@ -95,36 +134,47 @@ int main(int argc, char **argv)
 			gettimeofday(&tv, NULL);
 			v = tv.tv_sec * 1000000000LL + tv.tv_usec * 1000LL;
 			break;
-		case 1:
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			v = ts.tv_sec * 1000000000LL + ts.tv_nsec;
-			break;
-		default:
+		case 2:
 			v = time(NULL) * 1000000000LL;
 			break;
+		default:
+			clock_gettime(clock, &ts);
+			v = ts.tv_sec * 1000000000LL + ts.tv_nsec;
+			break;
 		}
-		if (kind == 1 && v < prev)
+		/* gettimeofday and time truncate: only the fine clocks */
+		if (kind != 0 && kind != 2 && v < prev)
 			backwards++;
 		prev = v;
 		if (!bracket)
 			continue;
 		after = kernel_ns(clock);
+		if (with_bound && published_bound() > slack)
+			slack = published_bound();
 		checked++;
 		/* gettimeofday and time truncate: compare at their resolution */
 		if (kind == 0)
 			before -= before % 1000;
 		if (kind == 2)
 			before -= before % 1000000000LL;
-		if (v < before || v > after)
+		if (before - v > worst)
+			worst = before - v;
+		if (v - after > worst)
+			worst = v - after;
+		if (v < before - slack || v > after + slack)
 			outside++;
 	}
 	syscall(SYS_getppid);
 	printf("timeloop: %lld %s calls, last %lld.%09lld", n, what,
 	       v / 1000000000LL, v % 1000000000LL);
 	if (check)
-		printf(", %lld bracketed by system calls, %lld outside, %lld backwards",
-		       checked, outside, backwards);
+		printf(", %lld bracketed by system calls, %lld outside%s, %lld backwards, largest deviation %lld ns",
+		       checked, outside, with_bound ? " the published bound" : "",
+		       backwards, worst);
 	printf("\n");
 	print_pvread_stats();
 	return check && (outside || backwards);
+usage:
+	fprintf(stderr, "usage: timeloop [-c [-e]] gettimeofday|clock_gettime|time|boottime|monotonic_raw N\n");
+	return 2;
 }
