@@ -53,9 +53,10 @@ if [ "$where" = xen ]; then
 
 	# In a time namespace, as `unshare --time` makes one: the namespace's
 	# clocks from the shim's fast path, within the published error bound of
-	# the kernel's answer there (raw system calls), never back.
+	# the kernel's answer there (raw system calls), never back.  By path:
+	# the shell would run busybox's unshare, which has no time namespaces.
 	for call in clock_gettime boottime monotonic_raw; do
-		out=$(LD_PRELOAD=$shim unshare --time --monotonic 86400 \
+		out=$(LD_PRELOAD=$shim /usr/bin/unshare --time --monotonic 86400 \
 			--boottime 172800 --fork timeloop -c -e $call 1000000)
 		rc=$?
 		echo "$out" | sed 's/^/# time namespace: /'

@@ -102,8 +102,10 @@ PVREAD_API int pvread_get_record(unsigned int cpu, struct pvread_record *rec);
 /*
  * One raw pvclock reading on the calling CPU, without the timekeeper
  * conversion, the error bound or the monotonic guard: the record of the CPU
- * rdtscp ran on, evaluated at that TSC.  0, or -1 with errno ENODEV (no
- * usable mapping) or EAGAIN (the record kept changing).
+ * rdtscp ran on, evaluated at that TSC, in every mode of the page.  Where
+ * the CPU offers no rdtscp, in stable mode, the stable record (cpu is its
+ * index).  0, or -1 with errno ENODEV (no usable mapping or record) or
+ * EAGAIN (the record kept changing).
  */
 struct pvread_sample {
 	uint64_t tsc;

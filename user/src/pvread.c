@@ -1041,13 +1041,23 @@ int pvread_sample_pvclock(struct pvread_sample *sample)
 	uint32_t mode;
 	int tries;
 
-	if (!m || !(LOAD(m->hdr->flags) & PVREAD_FLAG_TSC_AUX)) {
+	if (!m) {
 		errno = ENODEV;
 		return -1;
 	}
-	/* Only the per-CPU reading says which CPU the sample belongs to. */
-	mode = LOAD(m->hdr->mode) == PVREAD_MODE_STABLE ? PVREAD_MODE_STABLE :
-	       PVREAD_MODE_PERCPU;
+	/*
+	 * The calling CPU's own record, whatever the page's mode, where
+	 * rdtscp names the CPU; else, in stable mode, the record that
+	 * serves every CPU (sample->cpu says which).
+	 */
+	if (m->rdtscp && (LOAD(m->hdr->flags) & PVREAD_FLAG_TSC_AUX)) {
+		mode = PVREAD_MODE_PERCPU;
+	} else if (LOAD(m->hdr->mode) == PVREAD_MODE_STABLE) {
+		mode = PVREAD_MODE_STABLE;
+	} else {
+		errno = ENODEV;
+		return -1;
+	}
 	for (tries = 0; tries < MAX_TRIES;) {
 		switch (read_cycles(m, mode, sample)) {
 		case READ_OK:

@@ -28,6 +28,7 @@ MUTANTS=(
     "floor-not-respected|src/pvread.c|s{\tif \(unlikely\(ns_of\(ts\) < cur\)\) \{}{\tif \(0\) \{}s"
     "mapping-not-reset-after-fork|src/pvread.c|s{\tatomic_compare_exchange_strong\(&map_state, &state, MAP_UNTRIED\);\n}{}s"
     "no-seed-on-mode-change|src/pvread.c|s{\t\tslow_clock_gettime\(clock, ts, PVREAD_SLOW_SEED\);\n\t\tatomic_store_explicit\(seen_p, mode, memory_order_release\);\n\t\treturn true;}{\t\tatomic_store_explicit\(seen_p, mode, memory_order_release\);\n\t\treturn false;}s"
+    "one-mode-seen-for-every-clock|src/pvread.c|s{_Atomic uint32_t \*seen_p = &mode_seen\[clock\];}{_Atomic uint32_t *seen_p = &mode_seen[0];}s"
     "readings-while-seeding|src/pvread.c|s{\t\t\t\tMODE_SEEN_SEEDING, memory_order_acq_rel,}{\t\t\t\tseen, memory_order_acq_rel,}s"
     "fallback-not-lifted-to-line|src/pvread.c|s{\t\tnot_below_line\(&the_map, clock, ts\);}{\t\t;}s"
     "timens-offsets-not-added|src/pvread.c|s{\t\tsec \+= m->ns.sec\[clock\];\n\t\tns \+= \(uint64_t\)m->ns.nsec\[clock\];}{\t\t;}s"

@@ -84,6 +84,19 @@ static struct synthetic page;
 /* A thread held by a hook below says so on @held and waits for @go_on. */
 static sem_t held, go_on;
 
+/* Wait for the held thread, 10 s at most: false if it never got there. */
+static bool wait_held(const char *who)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	if (!sem_timedwait(&held, &until))
+		return true;
+	printf("# %s never reached the hook\n", who);
+	return false;
+}
+
 static int adopt(uint32_t mode, long tick_us)
 {
 	if (synthetic_init(&page, mode) || pvread_use_page(page.hdr, page.size)) {
@@ -382,6 +395,8 @@ static int record_from_the_future(void)
 	p->version++;
 	synthetic_write_end(&page);
 	bad = bracketed(CLOCK_MONOTONIC, 1000, SLOW, STRICT);
+	/* where rdtscp names the CPU, the sample is of the CPU's own record */
+	pin(0);
 	errno = 0;
 	r = pvread_sample_pvclock(&smp);
 	printf("# pvread_sample_pvclock: %d (%s), cycles %llu, the kernel's MONOTONIC_RAW %lld\n",
@@ -434,6 +449,47 @@ static void set_mode(uint32_t mode)
 	page.hdr->mode = mode;
 	synthetic_write_end(&page);
 	resume_ticker();
+}
+
+/*
+ * pvread_sample_pvclock() in stable mode (every record registered, the
+ * stable one the last): the calling CPU's own record where rdtscp names the
+ * CPU, as the selftests' per-vCPU checks expect; else the stable record,
+ * and sample.cpu says so.
+ */
+static int sample_pvclock_cpu(void)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	bool own = tsc_aux_names_cpu();
+	struct pvread_sample smp;
+	unsigned int i, last;
+	int cpu, bad = 0;
+
+	if (cpu_has_rdtscp() && !own)
+		return skip("this host's TSC_AUX does not name the CPU");
+	if (adopt(PVREAD_MODE_PERCPU, 1000))
+		return 1;
+	last = page.hdr->nr_records - 1;
+	pause_ticker();
+	synthetic_write_begin(&page);
+	for (i = 0; i <= last; i++)
+		synthetic_record(&page, i)->pvclock.flags = 1;
+	page.hdr->stable_record = last;
+	page.hdr->mode = PVREAD_MODE_STABLE;
+	synthetic_write_end(&page);
+	resume_ticker();
+	for (cpu = 0; cpu < ncpu; cpu++) {
+		pin(cpu);
+		if (pvread_sample_pvclock(&smp)) {
+			printf("# cpu%d: %s\n", cpu, strerror(errno));
+			bad++;
+			continue;
+		}
+		printf("# on cpu%d: the sample of record %u (want %u)\n", cpu,
+		       smp.cpu, own ? (unsigned int)cpu : last);
+		bad += smp.cpu != (own ? (unsigned int)cpu : last) || !smp.cycles;
+	}
+	return bad != 0;
 }
 
 static int clocksource_flip(void)
@@ -1031,7 +1087,8 @@ static int seed_preempted(void)
 	resume_ticker();
 
 	pthread_create(&seeder, NULL, seeding_reader, &seeded);
-	sem_wait(&held);
+	if (!wait_held("the reader that enters line mode (its libc call)"))
+		return 1;
 	pause_ticker();
 	synthetic_line_leave(&page, PVREAD_MODE_STABLE);
 	resume_ticker();
@@ -1053,6 +1110,66 @@ static int seed_preempted(void)
 	printf("# seeder's answer %lld ns before the stable reading S; of 100000 line readings after, %ld below S, by up to %lld ns\n",
 	       (long long)(s - ns_of(&seeded)), below, (long long)worst);
 	return below != 0;
+}
+
+/*
+ * stable -> per-CPU: CPU 0's record 5 ms behind the stable one (as a
+ * per-CPU record may lag the kernel's clock by its bound), readings of
+ * MONOTONIC,
+ * then of each clock in turn, on CPU 0.  Each clock's first per-CPU
+ * reading must take the kernel's answer as its floor, not only the clock
+ * read first: none goes back.  The ticker stands still meanwhile (it
+ * would align the records).
+ */
+static int stable_percpu(void)
+{
+	int64_t last[NR_NEVER_BACK] = { 0 }, v;
+	struct pvread_record *r;
+	struct pvread_stats st;
+	struct timespec ts;
+	long back = 0, i;
+	unsigned int c;
+
+	if (!tsc_aux_names_cpu())
+		return skip(cpu_has_rdtscp() ? "this host's TSC_AUX does not name the CPU" :
+			    "this CPU offers no rdtscp: no per-CPU reads");
+	if (sysconf(_SC_NPROCESSORS_CONF) < 2)
+		return skip("one CPU: no record apart from the stable one");
+	if (adopt(PVREAD_MODE_PERCPU, 1000))
+		return 1;
+	pin(0);
+	pause_ticker();
+	synthetic_tick(&page);
+	r = synthetic_record(&page, 0);
+	synthetic_write_begin(&page);
+	r->pvclock.version++;
+	r->pvclock.system_time -= 5000000;
+	r->pvclock.version++;
+	r = synthetic_record(&page, page.hdr->nr_records - 1);
+	r->pvclock.flags = 1;
+	page.hdr->stable_record = page.hdr->nr_records - 1;
+	page.hdr->mode = PVREAD_MODE_STABLE;
+	synthetic_write_end(&page);
+	for (i = 0; i < 300; i++) {
+		c = (unsigned int)i % NR_NEVER_BACK;
+		pvread_clock_gettime(never_back_clocks[c], &ts);
+		last[c] = ns_of(&ts);
+	}
+	set_mode(PVREAD_MODE_PERCPU);
+	for (i = 0; i < 3000; i++) {
+		/* MONOTONIC a hundred times first */
+		c = i < 100 ? 0 : (unsigned int)i % NR_NEVER_BACK;
+		pvread_clock_gettime(never_back_clocks[c], &ts);
+		v = ns_of(&ts);
+		back += v < last[c];
+		last[c] = v;
+	}
+	pvread_get_stats(&st);
+	printf("# %llu fast, %llu slow (%llu seed), %llu raised; %ld back\n",
+	       (unsigned long long)st.fast, (unsigned long long)st.slow,
+	       (unsigned long long)st.slow_by_reason[PVREAD_SLOW_SEED],
+	       (unsigned long long)st.clamped, back);
+	return back != 0 || st.slow_by_reason[PVREAD_SLOW_SEED] != NR_NEVER_BACK;
 }
 
 /*
@@ -1238,7 +1355,8 @@ static int fork_while_mapping(void)
 	sem_init(&held, 0, 0);
 	sem_init(&go_on, 0, 0);
 	pthread_create(&mapper, NULL, mapping_thread, &mapped);
-	sem_wait(&held);
+	if (!wait_held("the mapping thread (getenv)"))
+		return 1;
 	pid = fork();
 	if (pid == 0) {
 		int r = pvread_use_page(page.hdr, page.size);
@@ -1498,7 +1616,7 @@ static int time_namespace(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(32);
+	tap_plan(34);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -1511,6 +1629,7 @@ int main(void)
 	scenario("stable page: every clock fast and within the syscalls", stable_all_clocks);
 	scenario("per-CPU page: fast, or libc where the CPU has no rdtscp", percpu_mode);
 	scenario("record rewritten mid-read: retried, never torn", record_rewritten_mid_read);
+	scenario("pvread_sample_pvclock in stable mode: the calling CPU's record", sample_pvclock_cpu);
 	scenario("header rewritten mid-read: retried, never torn", header_rewritten_mid_read);
 	scenario("record anchored after the TSC: never extended backwards", record_from_the_future);
 	scenario("clocksource flip: falls back, then fast again", clocksource_flip);
@@ -1538,6 +1657,7 @@ int main(void)
 	scenario("line: a process that never read the line gets the kernel's answer", line_fallback_kernel_exact);
 	scenario("line -> per-CPU -> line: never back", line_percpu_line);
 	scenario("stable -> line -> stable: never back", stable_line_stable);
+	scenario("stable -> per-CPU: every clock seeds its floor, never back", stable_percpu);
 	scenario("line: monotonic across threads while re-anchored", line_cross_thread);
 	scenario("mode flips while a thread seeds its floor: never back", seed_preempted);
 	return tap_exit();
