@@ -72,7 +72,16 @@ PVREAD_API time_t pvread_time(time_t *t);
  */
 PVREAD_API int pvread_use_page(const void *page, size_t size);
 
-/* What the fast path sees; for status tools and tests. */
+/*
+ * What the fast path sees; for status tools and tests.  A later version of
+ * the library adds fields only at the end.  pvread_get_info() fills this
+ * struct as libpvread 0.2 defines it, in every later version too;
+ * pvread_get_info_size() fills the first @size bytes (sizeof(*info) as the
+ * caller was compiled), zeroing fields the library does not know: -1 with
+ * errno EINVAL if @size does not hold the first field.  Both return 0, or
+ * -1 with errno EAGAIN when the header kept changing (an update in
+ * progress that did not finish); *info is filled either way.
+ */
 struct pvread_info {
 	int mapped;		/* 1 when /dev/pvread is mapped */
 	uint32_t mode;		/* PVREAD_MODE_* of <linux/pvread.h> */
@@ -91,6 +100,7 @@ struct pvread_info {
 	uint64_t line_anchors;	/* lines started since the module was loaded */
 };
 PVREAD_API int pvread_get_info(struct pvread_info *info);
+PVREAD_API int pvread_get_info_size(struct pvread_info *info, size_t size);
 
 /*
  * A consistent copy of record @cpu (Xen's pvclock part and the module's

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1078,7 +1079,7 @@ int pvread_sample_pvclock(struct pvread_sample *sample)
 	return -1;
 }
 
-int pvread_get_info(struct pvread_info *info)
+static int get_info(struct pvread_info *info)
 {
 	const struct mapping *m = get_map();
 	struct attempts a = { 0, 0 };
@@ -1125,6 +1126,40 @@ int pvread_get_info(struct pvread_info *info)
 	info->fast = read_fast(m, CLOCK_MONOTONIC, &ts, &why) !=
 		     PVREAD_MODE_NONE;
 	return 0;
+}
+
+/*
+ * The struct of libpvread 0.2, which pvread_get_info() fills for ever; a
+ * later version appends fields, and its callers say how many they know.
+ */
+#define INFO_SIZE_0_2 (offsetof(struct pvread_info, line_anchors) + \
+		       sizeof(uint64_t))
+_Static_assert(sizeof(struct pvread_info) == INFO_SIZE_0_2,
+	       "a field was added: the size pvread_get_info() fills stays");
+
+int pvread_get_info_size(struct pvread_info *info, size_t size)
+{
+	struct pvread_info mine;
+	int ret, saved_errno;
+
+	if (size < offsetof(struct pvread_info, mode)) {
+		errno = EINVAL;
+		return -1;
+	}
+	ret = get_info(&mine);
+	saved_errno = errno;
+	if (size > sizeof(mine)) {
+		memset((char *)info + sizeof(mine), 0, size - sizeof(mine));
+		size = sizeof(mine);
+	}
+	memcpy(info, &mine, size);
+	errno = saved_errno;
+	return ret;
+}
+
+int pvread_get_info(struct pvread_info *info)
+{
+	return pvread_get_info_size(info, INFO_SIZE_0_2);
 }
 
 int pvread_get_record(unsigned int cpu, struct pvread_record *rec)

@@ -1233,6 +1233,45 @@ static int line_cross_thread(void)
 	       atomic_load(&ct_slow) > atomic_load(&ct_fast) / 1000;
 }
 
+/*
+ * pvread_get_info_size(): a caller compiled against a later, larger struct
+ * gets the fields this library knows and zeros after them; an older,
+ * smaller one only its own bytes; a size without the first field, EINVAL.
+ */
+static int info_sizes(void)
+{
+	struct {
+		struct pvread_info info;
+		unsigned char later[64];
+	} big;
+	union {
+		struct pvread_info info;
+		unsigned char bytes[sizeof(struct pvread_info)];
+	} small;
+	struct pvread_info info;
+	unsigned int i;
+	int bad = 0;
+
+	if (adopt(PVREAD_MODE_STABLE, 1000))
+		return 1;
+	memset(&big, 0xa5, sizeof(big));
+	memset(&small, 0xa5, sizeof(small));
+	bad += pvread_get_info_size(&big.info, sizeof(big)) != 0;
+	for (i = 0; i < sizeof(big.later); i++)
+		bad += big.later[i] != 0;
+	bad += big.info.mapped != 1 || big.info.mode != PVREAD_MODE_STABLE;
+	bad += pvread_get_info_size(&small.info, 8) != 0;
+	for (i = 8; i < sizeof(small.bytes); i++)
+		bad += small.bytes[i] != 0xa5;
+	bad += small.info.mapped != 1;
+	errno = 0;
+	bad += pvread_get_info_size(&info, 2) != -1 || errno != EINVAL;
+	bad += pvread_get_info(&info) != 0 || !info.mapped ||
+	       info.mode != PVREAD_MODE_STABLE;
+	printf("# %d wrong\n", bad);
+	return bad != 0;
+}
+
 static int use_page_errors(void)
 {
 	struct timespec ts;
@@ -1616,7 +1655,7 @@ static int time_namespace(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(34);
+	tap_plan(35);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -1639,6 +1678,7 @@ int main(void)
 	scenario("MONOTONIC_COARSE via libc never behind the page", coarse_fallback_not_behind_page);
 	scenario("MONOTONIC_COARSE via libc, writer stalled: never behind", coarse_fallback_writer_stalled);
 	scenario("pvread_use_page: EINVAL, EBUSY", use_page_errors);
+	scenario("pvread_get_info_size: larger and smaller structs, EINVAL", info_sizes);
 	scenario("other clocks and bad ids: exactly libc's answer", passthrough);
 	scenario("correct in a child after fork()", after_fork);
 	scenario("fork() while another thread maps: the child maps afresh", fork_while_mapping);
