@@ -107,6 +107,33 @@ matrix_guest_cmd() {
     printf '%s' "$1"
 }
 
+# payload_from_packages PAYLOAD KDIR: what is tested is what is shipped.
+# The Debian packages are built (vm/packages --build-only build/debs) and
+# extracted; the module is built from pvread-dkms's source as DKMS builds it
+# (make -C kmod KDIR=...), and pvread-status, pvread-bench and the shim are
+# the packaged ones, replacing the tree's in PAYLOAD.  The selftests stay
+# the tree's (they ship in no package).
+payload_from_packages() {
+    local payload=$1 kdir=$2 x src ma
+    vm/packages --build-only build/debs || die "vm/packages --build-only failed"
+    x=$(mktemp -d /tmp/pvread-debs.XXXXXX)
+    for d in build/debs/*.deb; do
+        dpkg -x "$d" "$x" || die "dpkg -x $d failed"
+    done
+    src=$(echo "$x"/usr/src/pvread-*)
+    ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+    [[ -f $src/dkms.conf && -f $src/kmod/pvread.c ]] || die "pvread-dkms has no module source"
+    # The 6.12 module (vm/build-kmod-xen420) is built from the tree's kmod/.
+    cmp -s "$src/kmod/pvread.c" kmod/pvread.c || die "pvread-dkms's pvread.c is not kmod/pvread.c"
+    make -C "$src/kmod" KDIR="$kdir" >"$x/kmod.log" 2>&1 ||
+        { cat "$x/kmod.log"; die "pvread-dkms's source does not build against $kdir"; }
+    cp "$src/kmod/pvread.ko" "$payload/pvread.ko"
+    cp "$x/usr/bin/pvread-status" "$x/usr/bin/pvread-bench" "$payload/bin/"
+    cp "$x/usr/lib/$ma/pvread/libpvread-preload.so" "$payload/lib/"
+    msg "payload: pvread.ko (pvread-dkms's source), pvread-status, pvread-bench (pvread-tools), libpvread-preload.so (libpvread-preload) from build/debs"
+    rm -rf "$x"
+}
+
 # matrix_prepare NAME...: setup, build the payloads the machines need.
 # Sets PAYLOAD_61 and PAYLOAD_612 (empty when not needed), and
 # XEN420_ERROR (why the 6.12 payload is missing, if it is). Root.
@@ -128,6 +155,7 @@ matrix_prepare() {
         vm/setup-domu >/dev/null || die "vm/setup-domu failed"
     fi
     make payload KDIR="/usr/src/linux-headers-$kver" || die "make payload KDIR=/usr/src/linux-headers-$kver failed"
+    payload_from_packages build/payload "/usr/src/linux-headers-$kver"
     PAYLOAD_61=build/payload
     [[ $need612 == yes ]] || return 0
     # A failure here fails the xen420 machines, not the whole run.
