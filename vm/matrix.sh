@@ -58,6 +58,9 @@ MATRIX_SPECS=(
     # and so vouches for: no tsc_reliable here. Line mode on 2 vCPUs:
     # after the resume also pvread_order and the TSC warp test.
     "xen417-domu-tscfreq|domu --save-restore 20 --tsc-khz 1500000|domu-saverestore.sh 60 150 1 new-scale|6.1||line/active"
+    # A JVM calling currentTimeMillis/nanoTime without and with the shim:
+    # the 6.1 payload plus a jlink'd java.base of Debian's OpenJDK 17.
+    "xen417-jvm|xen --smp 1 --clocksource xen --mem 1536|pvread_jvm.sh|6.1+jvm|tsc_reliable=1|line/active"
 )
 # The default run (CI): every vCPU count on the first generation (line
 # mode with one vCPU, per-CPU for rates apart with more), the plain guest,
@@ -134,19 +137,45 @@ payload_from_packages() {
     rm -rf "$x"
 }
 
+# payload_jvm FROM TO: FROM plus jvm/ -- TimeLoop.class, a runtime of
+# java.base made by jlink from Debian's openjdk-17-jdk-headless (installed
+# here if missing), and the libraries it needs that the base initramfs has
+# not (syslib/).
+payload_jvm() {
+    local from=$1 to=$2 jdk=/usr/lib/jvm/java-17-openjdk-amd64 l
+    if [[ $(dpkg-query -W -f='${Status}' openjdk-17-jdk-headless 2>/dev/null) != "install ok installed" ]]; then
+        apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=120 \
+            openjdk-17-jdk-headless >&2 || die "apt-get install openjdk-17-jdk-headless failed"
+    fi
+    rm -rf "$to" && cp -a "$from" "$to" && mkdir -p "$to/jvm/syslib"
+    "$jdk/bin/javac" --release 17 -d "$to/jvm" selftests/pvread/jvm/TimeLoop.java ||
+        die "javac TimeLoop.java failed"
+    "$jdk/bin/jlink" --add-modules java.base --strip-debug --no-man-pages \
+        --no-header-files --compress=2 --output "$to/jvm/jre" >/dev/null ||
+        die "jlink failed"
+    for l in $(ldd "$to/jvm/jre/lib/server/libjvm.so" "$to/jvm/jre/lib/libzip.so" |
+               awk '$2 == "=>" && $3 ~ /(libz|libstdc\+\+)\.so/ { print $3 }' | sort -u); do
+        cp -L "$l" "$to/jvm/syslib/"
+    done
+    [[ -e $to/jvm/syslib/libz.so.1 && -e $to/jvm/syslib/libstdc++.so.6 ]] ||
+        die "payload_jvm: libz or libstdc++ not found by ldd"
+    msg "payload: $to, with a $(du -sm "$to/jvm" | cut -f1) MB JVM"
+}
+
 # matrix_prepare NAME...: setup, build the payloads the machines need.
-# Sets PAYLOAD_61 and PAYLOAD_612 (empty when not needed), and
+# Sets PAYLOAD_61, PAYLOAD_612 and PAYLOAD_JVM (empty when not needed), and
 # XEN420_ERROR (why the 6.12 payload is missing, if it is). Root.
 matrix_prepare() {
-    local n need61=no need612=no needdomu=no kver kver612
+    local n need61=no need612=no needdomu=no needjvm=no kver kver612
     for n in "$@"; do
         matrix_spec "$n"
         # The 6.12 payload reuses the 6.1 one's static user programs.
         need61=yes
         [[ $M_KMOD == 6.12 ]] && need612=yes
+        [[ $M_KMOD == 6.1+jvm ]] && needjvm=yes
         [[ ${M_RUN[0]} == domu ]] && needdomu=yes
     done
-    PAYLOAD_61='' PAYLOAD_612='' XEN420_ERROR=''
+    PAYLOAD_61='' PAYLOAD_612='' PAYLOAD_JVM='' XEN420_ERROR=''
     [[ $need61 == yes ]] || return 0
     # The module must be built for the kernel the machines boot, which need
     # not be the host's own.
@@ -157,6 +186,10 @@ matrix_prepare() {
     make payload KDIR="/usr/src/linux-headers-$kver" || die "make payload KDIR=/usr/src/linux-headers-$kver failed"
     payload_from_packages build/payload "/usr/src/linux-headers-$kver"
     PAYLOAD_61=build/payload
+    if [[ $needjvm == yes ]]; then
+        payload_jvm build/payload build/payload-jvm
+        PAYLOAD_JVM=build/payload-jvm
+    fi
     [[ $need612 == yes ]] || return 0
     # A failure here fails the xen420 machines, not the whole run.
     if ! kver612=$(vm/setup-xen420); then
@@ -248,6 +281,7 @@ matrix_boot() {
     matrix_spec "$name"
     local out=$RUNDIR/$tag.out err=$RUNDIR/$tag.err status=$RUNDIR/$tag.status
     payload=$PAYLOAD_61
+    [[ $M_KMOD == 6.1+jvm ]] && payload=$PAYLOAD_JVM
     if [[ $M_KMOD == 6.12 ]]; then
         payload=$PAYLOAD_612
         if [[ -z $payload ]]; then
