@@ -10,7 +10,7 @@
 # raised, as in pvread_shim.sh.
 # Usage: pvread_jvm.sh [MODULE] [N]   (payload: vm/matrix.sh's 6.1+jvm)
 mod=${1:-./pvread.ko}
-n=${2:-2000000}
+n=${2:-1000000}
 . "$(dirname "$0")/pvread_lib.sh"
 dir=$(cd "$(dirname "$0")" && pwd)
 jvm=$dir/jvm
