@@ -926,6 +926,16 @@ static int line_fallback_kernel_exact(void)
 	return off || (int)reason_was(PVREAD_SLOW_BOUND, 0, 3000);
 }
 
+/* This thread's counts after a mode-change scenario, on a "# " line. */
+static void mode_change_stats(struct pvread_stats *st, long back)
+{
+	pvread_get_stats(st);
+	printf("# %llu fast, %llu slow (%llu seed), %llu raised; %ld back\n",
+	       (unsigned long long)st->fast, (unsigned long long)st->slow,
+	       (unsigned long long)st->slow_by_reason[PVREAD_SLOW_SEED],
+	       (unsigned long long)st->clamped, back);
+}
+
 /*
  * line -> per-CPU -> line: the line ahead of the kernel, per-CPU readings
  * (or their fallbacks) up to the kernel's clock, a new line behind it: no
@@ -961,11 +971,7 @@ static int line_percpu_line(void)
 			last[c] = v;
 		}
 	}
-	pvread_get_stats(&st);
-	printf("# %llu fast, %llu slow (%llu seed), %llu raised; %ld back\n",
-	       (unsigned long long)st.fast, (unsigned long long)st.slow,
-	       (unsigned long long)st.slow_by_reason[PVREAD_SLOW_SEED],
-	       (unsigned long long)st.clamped, back);
+	mode_change_stats(&st, back);
 	return back != 0 || !st.clamped;
 }
 
@@ -1013,11 +1019,7 @@ static int stable_line_stable(void)
 			last[c] = v;
 		}
 	}
-	pvread_get_stats(&st);
-	printf("# %llu fast, %llu slow (%llu seed), %llu raised; %ld back\n",
-	       (unsigned long long)st.fast, (unsigned long long)st.slow,
-	       (unsigned long long)st.slow_by_reason[PVREAD_SLOW_SEED],
-	       (unsigned long long)st.clamped, back);
+	mode_change_stats(&st, back);
 	return back != 0 ||
 	       st.slow_by_reason[PVREAD_SLOW_SEED] != 2 * NR_NEVER_BACK;
 }
@@ -1164,11 +1166,7 @@ static int stable_percpu(void)
 		back += v < last[c];
 		last[c] = v;
 	}
-	pvread_get_stats(&st);
-	printf("# %llu fast, %llu slow (%llu seed), %llu raised; %ld back\n",
-	       (unsigned long long)st.fast, (unsigned long long)st.slow,
-	       (unsigned long long)st.slow_by_reason[PVREAD_SLOW_SEED],
-	       (unsigned long long)st.clamped, back);
+	mode_change_stats(&st, back);
 	return back != 0 || st.slow_by_reason[PVREAD_SLOW_SEED] != NR_NEVER_BACK;
 }
 
