@@ -42,6 +42,39 @@ vm_kver() {
     cat "$f"
 }
 
+# Platforms built from a newer Debian suite: one file each in vm/platforms/
+# (vm/setup-platform NAME prepares one). The first generation, Xen 4.17 +
+# Linux 6.1 from the host's own Debian 12, is vm/setup's and has no file.
+platform_names() {
+    local f
+    for f in "$VM_DIR"/platforms/*; do [[ -f $f ]] && printf '%s ' "${f##*/}"; done
+}
+
+# platform_load NAME: set PLATFORM and the PLATFORM_* variables of its file.
+platform_load() {
+    local f=$VM_DIR/platforms/$1
+    [[ $1 =~ ^[a-z0-9][a-z0-9-]*$ && -f $f ]] ||
+        die "unknown platform '$1' (known: $(platform_names))"
+    PLATFORM=$1
+    PLATFORM_SUITE='' PLATFORM_KSERIES='' PLATFORM_IMAGE_PKG='' PLATFORM_IMAGE_PATH=''
+    PLATFORM_XEN_PKG='' PLATFORM_XEN_ELF=''
+    # shellcheck disable=SC1090
+    source "$f"
+    [[ -n $PLATFORM_SUITE && -n $PLATFORM_KSERIES && -n $PLATFORM_IMAGE_PKG &&
+       -n $PLATFORM_IMAGE_PATH && -n $PLATFORM_XEN_PKG && -n $PLATFORM_XEN_ELF ]] ||
+        die "$f must set PLATFORM_SUITE, _KSERIES, _IMAGE_PKG, _IMAGE_PATH, _XEN_PKG and _XEN_ELF"
+}
+
+# The loaded platform's debootstrap'd build root.
+platform_root() { printf '%s\n' "$PVREAD_CACHE/$PLATFORM_SUITE-root"; }
+
+# The loaded platform's kernel version, recorded by vm/setup-platform.
+platform_kver() {
+    local f=$PVREAD_CACHE/kver-$PLATFORM
+    [[ -s $f ]] || die "no $f: run vm/setup-platform $PLATFORM (as root) first"
+    cat "$f"
+}
+
 # vm_initrd BASE OUT COMMAND CLOCKSOURCE [SRC...]: a test machine's initrd:
 # the cached base archive (vm/mkinitramfs) followed by a small one holding,
 # at /opt/pvread, each SRC (a directory's contents, or a file), COMMAND in

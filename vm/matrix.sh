@@ -3,7 +3,9 @@
 # lib.sh, from the top of the repository.
 #
 # A machine is a name, the vm/run arguments that boot it, the guest script
-# that runs the suite in it, the kernel its pvread.ko is built for, the
+# that runs the suite in it, the payload it gets (6.1: the host's Linux 6.1
+# build; 6.1+jvm: that plus a JVM; a platform of vm/platforms/: the same
+# user programs with the modules built for that platform's kernel), the
 # module parameters every load of pvread.ko in it takes (optional), and the
 # mode and sysfs line state the module must settle in, MODE/LINE (optional;
 # else percpu/off with line=0, line/active without). The guest gets them as
@@ -23,7 +25,7 @@
 # tsc_mode is emulated (emulated=1): one rate for all its vCPUs, and Xen
 # vouches. Those are the line-mode machines.
 
-# name | vm/run MACHINE and options | guest script | module built for | parameters | expected
+# name | vm/run MACHINE and options | guest script | payload | parameters | expected
 MATRIX_SPECS=(
     # Linux 6.1 dom0 picks tsc with 1 vCPU (measured): select xen first.
     "xen417-1cpu|xen --smp 1 --clocksource xen|pvread_xen.sh|6.1|tsc_reliable=1|line/active"
@@ -34,9 +36,11 @@ MATRIX_SPECS=(
     "plain|plain --smp 2|pvread_plain.sh|6.1||"
     # Linux 6.12 dom0 starts on tsc and moves to xen only once its watchdog
     # finds the TSC unstable (a few seconds in, under TCG): select xen first.
-    "xen420-1cpu|xen420 --smp 1 --clocksource xen|pvread_xen.sh|6.12|tsc_reliable=1|line/active"
-    "xen420-2cpu|xen420 --smp 2 --clocksource xen|pvread_xen.sh|6.12|tsc_reliable=1|percpu/rates"
-    "xen420-4cpu|xen420 --smp 4 --clocksource xen|pvread_xen.sh|6.12|tsc_reliable=1|percpu/rates"
+    "xen420-1cpu|xen420 --smp 1 --clocksource xen|pvread_xen.sh|xen420|tsc_reliable=1|line/active"
+    "xen420-2cpu|xen420 --smp 2 --clocksource xen|pvread_xen.sh|xen420|tsc_reliable=1|percpu/rates"
+    "xen420-4cpu|xen420 --smp 4 --clocksource xen|pvread_xen.sh|xen420|tsc_reliable=1|percpu/rates"
+    # The newest generation: Debian sid's Linux 7.2 dom0 on Xen 4.20.4.
+    "sid-2cpu|sid --smp 2 --clocksource xen|pvread_xen.sh|sid|tsc_reliable=1|percpu/rates"
     # domU machines: "domu ARGS" means vm/run-domu ARGS (a Xen 4.17 machine
     # whose dom0 starts a domU with xl; the suite runs in the domU).
     # tsc_mode native: Xen's default emulates the domU's TSC under TCG
@@ -64,13 +68,13 @@ MATRIX_SPECS=(
 )
 # The default run (CI): every vCPU count on the first generation (line
 # mode with one vCPU, per-CPU for rates apart with more), the plain guest,
-# the second generation with 2 vCPUs, a PV domU and its save/restore
+# the second and third generations with 2 vCPUs, a PV domU and its save/restore
 # (per-CPU by line=0), and the emulated-TSC domU's (line mode on 2 vCPUs,
 # onto another TSC frequency). The PVH domUs are in --full only: once in about
 # ten runs a PVH vCPU triple-faults as it comes online under QEMU TCG's
 # nested SVM (see vm/README.md).
 MATRIX_DEFAULT=(xen417-1cpu xen417-2cpu xen417-4cpu plain
-                xen420-2cpu xen417-domu-pv xen417-domu-save xen417-domu-tscfreq)
+                xen420-2cpu sid-2cpu xen417-domu-pv xen417-domu-save xen417-domu-tscfreq)
 
 matrix_names() { local s; for s in "${MATRIX_SPECS[@]}"; do echo "${s%%|*}"; done; }
 
@@ -95,6 +99,8 @@ matrix_check_names() {
     local n
     for n in "$@"; do
         matrix_spec "$n" || die "unknown machine '$n' (known: $(matrix_names | tr '\n' ' '))"
+        [[ $M_KMOD == 6.1 || $M_KMOD == 6.1+jvm || -f $VM_DIR/platforms/$M_KMOD ]] ||
+            die "machine '$n': payload '$M_KMOD' is not 6.1, 6.1+jvm or a platform ($(platform_names))"
         [[ $M_PARAMS =~ ^[A-Za-z0-9_.,=\ -]*$ ]] ||
             die "machine '$n': module parameters '$M_PARAMS' may hold only letters, digits, _ . , = - and spaces"
         [[ -z $M_EXPECT || $M_EXPECT =~ ^(line|percpu|stable|none)/[a-z]+$ ]] ||
@@ -126,7 +132,7 @@ payload_from_packages() {
     src=$(echo "$x"/usr/src/pvread-*)
     ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
     [[ -f $src/dkms.conf && -f $src/kmod/pvread.c ]] || die "pvread-dkms has no module source"
-    # The 6.12 module (vm/build-kmod-xen420) is built from the tree's kmod/.
+    # The platforms' modules (vm/build-kmod-platform) are built from the tree's kmod/.
     cmp -s "$src/kmod/pvread.c" kmod/pvread.c || die "pvread-dkms's pvread.c is not kmod/pvread.c"
     make -C "$src/kmod" KDIR="$kdir" >"$x/kmod.log" 2>&1 ||
         { cat "$x/kmod.log"; die "pvread-dkms's source does not build against $kdir"; }
@@ -163,19 +169,25 @@ payload_jvm() {
 }
 
 # matrix_prepare NAME...: setup, build the payloads the machines need.
-# Sets PAYLOAD_61, PAYLOAD_612 and PAYLOAD_JVM (empty when not needed), and
-# XEN420_ERROR (why the 6.12 payload is missing, if it is). Root.
+# Sets PAYLOAD_61 and PAYLOAD_JVM (empty when not needed), and for each
+# platform P a machine needs PAYLOAD[P] (build/payload-P) or, if that could
+# not be made, PLATFORM_ERROR[P] (why). Root.
+declare -A PAYLOAD=() PLATFORM_ERROR=()
 matrix_prepare() {
-    local n need61=no need612=no needdomu=no needjvm=no kver kver612
+    local n need61=no needdomu=no needjvm=no kver kv p ko
+    local -A platforms=()
     for n in "$@"; do
         matrix_spec "$n"
-        # The 6.12 payload reuses the 6.1 one's static user programs.
+        # A platform's payload reuses the 6.1 one's static user programs.
         need61=yes
-        [[ $M_KMOD == 6.12 ]] && need612=yes
-        [[ $M_KMOD == 6.1+jvm ]] && needjvm=yes
+        case $M_KMOD in
+            6.1) ;;
+            6.1+jvm) needjvm=yes ;;
+            *) platforms[$M_KMOD]=1 ;;
+        esac
         [[ ${M_RUN[0]} == domu ]] && needdomu=yes
     done
-    PAYLOAD_61='' PAYLOAD_612='' PAYLOAD_JVM='' XEN420_ERROR=''
+    PAYLOAD_61='' PAYLOAD_JVM='' PAYLOAD=() PLATFORM_ERROR=()
     [[ $need61 == yes ]] || return 0
     # The module must be built for the kernel the machines boot, which need
     # not be the host's own.
@@ -190,29 +202,27 @@ matrix_prepare() {
         payload_jvm build/payload build/payload-jvm
         PAYLOAD_JVM=build/payload-jvm
     fi
-    [[ $need612 == yes ]] || return 0
-    # A failure here fails the xen420 machines, not the whole run.
-    if ! kver612=$(vm/setup-xen420); then
-        XEN420_ERROR="vm/setup-xen420 failed (see above)"
-        return 0
-    fi
-    # Same user programs and scripts; every .ko rebuilt for 6.12 (a stale
-    # 6.1 module left behind would fail to load, not silently pass).
-    rm -rf build/payload-xen420 && cp -a build/payload build/payload-xen420
-    rm -f build/payload-xen420/*.ko
-    if ! vm/build-kmod-xen420 build/payload-xen420; then
-        XEN420_ERROR="the modules do not build against Linux $kver612 (see above)"
-        return 0
-    fi
-    local ko
-    for ko in build/payload/*.ko; do
-        [[ -e $ko ]] || continue
-        [[ -s build/payload-xen420/${ko##*/} ]] || {
-            XEN420_ERROR="build/payload has ${ko##*/}, which vm/build-kmod-xen420 does not build for 6.12"
-            return 0
-        }
+    # A failure here fails that platform's machines, not the whole run.
+    for p in "${!platforms[@]}"; do
+        if ! kv=$(vm/setup-platform "$p"); then
+            PLATFORM_ERROR[$p]="vm/setup-platform $p failed (see above)"
+            continue
+        fi
+        # Same user programs and scripts; every .ko rebuilt (a stale 6.1
+        # module left behind would fail to load, not silently pass).
+        rm -rf "build/payload-$p" && cp -a build/payload "build/payload-$p"
+        rm -f "build/payload-$p"/*.ko
+        if ! vm/build-kmod-platform "$p" "build/payload-$p"; then
+            PLATFORM_ERROR[$p]="the modules do not build against Linux $kv (see above)"
+            continue
+        fi
+        for ko in build/payload/*.ko; do
+            [[ -e $ko ]] || continue
+            [[ -s build/payload-$p/${ko##*/} ]] ||
+                PLATFORM_ERROR[$p]="build/payload has ${ko##*/}, which vm/build-kmod-platform does not build for $p"
+        done
+        [[ -n ${PLATFORM_ERROR[$p]:-} ]] || PAYLOAD[$p]=build/payload-$p
     done
-    PAYLOAD_612=build/payload-xen420
 }
 
 # Results of a run: one line per test outcome, "machine<TAB>result<TAB>test",
@@ -282,13 +292,14 @@ matrix_boot() {
     local out=$RUNDIR/$tag.out err=$RUNDIR/$tag.err status=$RUNDIR/$tag.status
     payload=$PAYLOAD_61
     [[ $M_KMOD == 6.1+jvm ]] && payload=$PAYLOAD_JVM
-    if [[ $M_KMOD == 6.12 ]]; then
-        payload=$PAYLOAD_612
+    if [[ $M_KMOD != 6.1 && $M_KMOD != 6.1+jvm ]]; then
+        payload=${PAYLOAD[$M_KMOD]:-}
         if [[ -z $payload ]]; then
-            echo "=== $name: not booted: $XEN420_ERROR"
+            local why=${PLATFORM_ERROR[$M_KMOD]:-platform $M_KMOD not prepared}
+            echo "=== $name: not booted: $why"
             matrix_record "$name" fail "machine prepared (setup, module build)"
             printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "-" "-" "-" "-" \
-                "${M_PARAMS:--}" "-" "$XEN420_ERROR" >>"$MACHINE_ROWS"
+                "${M_PARAMS:--}" "-" "$why" >>"$MACHINE_ROWS"
             return 0
         fi
         matrix_record "$name" pass "machine prepared (setup, module build)"
