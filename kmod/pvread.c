@@ -14,11 +14,14 @@
 
 #include <linux/cpuhotplug.h>
 #include <linux/cpumask.h>
+#include <linux/debugfs.h>
 #include <linux/fs.h>
+#include <linux/irq_work.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/pvclock_gtod.h>
+#include <linux/sched/clock.h>
 #include <linux/spinlock.h>
 #include <linux/stop_machine.h>
 #include <linux/syscore_ops.h>
@@ -37,6 +40,11 @@
 #include <asm/xen/page.h>
 
 #include <linux/pvread.h>
+
+#ifndef PVREAD_HAVE_MSRQ	/* see Kbuild */
+#define rdmsrq_safe rdmsrl_safe
+#define wrmsrq_safe wrmsrl_safe
+#endif
 
 static_assert(sizeof(struct pvread_pvclock) ==
 	      sizeof(struct pvclock_vcpu_time_info));
@@ -126,6 +134,7 @@ static struct {
 	cpumask_var_t to_register;	/* after a resume, by each CPU itself */
 	cpumask_var_t tsc_covered;	/* CPUs the last TSC check ran on */
 	bool xen_clocksource;		/* at the last timekeeper update */
+	bool all_stable;		/* every record had Xen's stable bit */
 	bool ready;			/* warmed up, records readable */
 	bool suspended;			/* between syscore suspend and resume */
 	u64 last_update_ns;		/* ktime_get_mono_fast_ns() then */
@@ -134,7 +143,19 @@ static struct {
 	struct work_struct check_work;	/* TSC check for a CPU not yet in one */
 	struct mutex check_mutex;	/* one TSC check at a time */
 
-	/* bound window, only touched by the notifier (timekeeper serialises) */
+	/*
+	 * The timekeeper as of its last update.  The notifier, inside the
+	 * timekeeper's write section, only copies it and republishes what
+	 * follows from it alone; looking at every vCPU's record, the bound
+	 * and the line's anchor are left to @measure_work, which runs as
+	 * soon as the CPU takes interrupts again, outside that section.
+	 */
+	struct timekeeper tk;
+	struct irq_work measure_work;
+	struct dentry *debugfs;
+	u64 notify_max_ns, notify_last_ns, measure_max_ns, measure_last_ns;
+
+	/* bound window, only touched under pv.lock by the measurement */
 	u64 window[PVREAD_WINDOW_SEC];
 	u64 window_sec[PVREAD_WINDOW_SEC];
 	u64 first_sec;
@@ -286,7 +307,7 @@ static u32 pvread_flags(void)
 		flags |= PVREAD_FLAG_CPU0_OWNED_BY_KERNEL;
 	if (pv.xen_clocksource)
 		flags |= PVREAD_FLAG_XEN_CLOCKSOURCE;
-	if (pv.xen_clocksource && pvread_all_stable())
+	if (pv.xen_clocksource && pv.all_stable)
 		flags |= PVREAD_FLAG_TSC_STABLE;
 	return flags;
 }
@@ -319,6 +340,7 @@ static void pvread_publish(struct pvread_header *h)
 /* Republish after a change outside the timekeeper; pv.lock held. */
 static void pvread_republish(void)
 {
+	pv.all_stable = pvread_all_stable();
 	pvread_write_begin(pv.hdr);
 	pvread_publish(pv.hdr);
 	pvread_write_end(pv.hdr);
@@ -347,9 +369,9 @@ static void pvread_setup_tsc_aux(unsigned int cpu, struct pvread_cpu *pc)
 	if ((pvread_read_tsc_aux() & PVREAD_TSC_AUX_CPU_MASK) != cpu) {
 		/* Keep what was there before the module, for the offline. */
 		if (!pc->wrote_tsc_aux &&
-		    rdmsrl_safe(MSR_TSC_AUX, &pc->saved_tsc_aux))
+		    rdmsrq_safe(MSR_TSC_AUX, &pc->saved_tsc_aux))
 			return;
-		if (wrmsrl_safe(MSR_TSC_AUX, want))
+		if (wrmsrq_safe(MSR_TSC_AUX, want))
 			return;
 		pc->wrote_tsc_aux = true;
 	}
@@ -491,7 +513,7 @@ static int pvread_cpu_offline(unsigned int cpu)
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
 
 	if (pc->wrote_tsc_aux) {
-		wrmsrl_safe(MSR_TSC_AUX, pc->saved_tsc_aux);
+		wrmsrq_safe(MSR_TSC_AUX, pc->saved_tsc_aux);
 		pc->wrote_tsc_aux = false;
 	}
 	if (was_registered) {
@@ -741,22 +763,18 @@ static void pvread_set_line_base(struct pvread_clock_base *b, s64 ns,
 	b->snsec = ((u64)rem << 32) | frac;
 }
 
-/* The header's line from pv.ln and the kernel's offsets between clocks. */
-static void pvread_line_publish(struct pvread_line *hl,
-				const struct timekeeper *tk)
+/*
+ * The header's line bases from pv.ln and the kernel's offsets between
+ * clocks: at an anchor, and at every update, which may have set the time.
+ */
+static void pvread_line_bases(struct pvread_line *hl,
+			      const struct timekeeper *tk)
 {
 	const struct pvread_line_state *l = &pv.ln;
 	s64 wtm = timespec64_to_ns(&tk->wall_to_monotonic);
 	s64 boot = timespec64_to_ns(&tk->monotonic_to_boot);
 	s64 tai = (s64)tk->tai_offset * NSEC_PER_SEC;
 
-	hl->tsc_timestamp = l->tsc;
-	hl->tsc_span = l->span;
-	hl->mul = l->mono.mul;
-	hl->shift = l->mono.shift;
-	hl->raw_mul = l->raw.mul;
-	hl->raw_shift = l->raw.shift;
-	hl->anchors++;
 	pvread_set_line_base(&hl->base[CLOCK_MONOTONIC], l->mono.ns,
 			     l->mono.frac);
 	pvread_set_line_base(&hl->base[CLOCK_BOOTTIME], l->mono.ns + boot,
@@ -767,6 +785,22 @@ static void pvread_line_publish(struct pvread_line *hl,
 			     l->mono.frac);
 	pvread_set_line_base(&hl->base[CLOCK_MONOTONIC_RAW], l->raw.ns,
 			     l->raw.frac);
+}
+
+/* The header's line from pv.ln, just anchored. */
+static void pvread_line_publish(struct pvread_line *hl,
+				const struct timekeeper *tk)
+{
+	const struct pvread_line_state *l = &pv.ln;
+
+	hl->tsc_timestamp = l->tsc;
+	hl->tsc_span = l->span;
+	hl->mul = l->mono.mul;
+	hl->shift = l->mono.shift;
+	hl->raw_mul = l->raw.mul;
+	hl->raw_shift = l->raw.shift;
+	hl->anchors++;
+	pvread_line_bases(hl, tk);
 }
 
 /* Add @add (ns << 32) to @b, a base of the line. */
@@ -1016,8 +1050,13 @@ static void pvread_restart_window(void)
 
 /*
  * Called by the timekeeper at every update (ticks, settimeofday and
- * clock_settime, adjtimex, a clocksource change), its lock held, irqs off:
- * whatever changed, the page says so before the update is over.
+ * clock_settime, adjtimex, a clocksource change), inside its write section
+ * with interrupts off: every ktime_get() caller spins until it returns.
+ * So it does a constant amount of work, whatever the number of vCPUs:
+ * whatever the update changed is on the page before the update is over
+ * (the conversion, the line's offsets between clocks, no fast mode on
+ * another clocksource), and the look at every record that the bound and
+ * the line's next anchor need is queued for pvread_measure_work().
  */
 static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 			      void *priv)
@@ -1025,40 +1064,80 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	struct timekeeper *tk = priv;
 	struct clocksource *cs = tk->tkr_mono.clock;
 	struct pvread_header *h = pv.hdr;
-	u64 spread = U64_MAX, bound = U64_MAX, now_sec = 0, dev;
-	bool xen, ready = false;
-	struct pvread_meas m;
+	u64 t0 = local_clock();
+	bool xen;
 
 	raw_spin_lock(&pv.lock);
 	xen = !strcmp(cs->name, "xen") && tk->tkr_mono.mask == U64_MAX;
-	if (xen) {
-		if (pvread_measure(cs, &m))
-			spread = m.hi - m.lo;
-		now_sec = tk->tkr_mono.cycle_last / NSEC_PER_SEC;
-		pv.last_sec = now_sec;
-		if (!pv.have_first) {
-			pv.first_sec = now_sec;
-			pv.have_first = true;
-		}
-		if (spread != U64_MAX) {
-			if (m.rate_hi - m.rate_lo >
-			    div_u64(m.rate_lo, 1000000 / PVREAD_LINE_RATE_PPM))
-				pv.rates_apart_until = now_sec + PVREAD_WINDOW_SEC;
-			bound = pvread_window_bound(now_sec, spread);
-			ready = now_sec >= pv.first_sec + pv.warmup_sec;
-		}
-	} else {
+	if (!xen) {
 		pvread_restart_window();
 		pv.warmup_sec = PVREAD_WARMUP_SEC;
+		pv.ready = false;
 	}
 	pv.xen_clocksource = xen;
-	if (bound != U64_MAX)
-		bound = pvread_carried_bound(tk, bound);
-	pv.ready = ready;
+	pv.tk = *tk;
 	pv.last_update_ns = ktime_get_mono_fast_ns();
 
 	pvread_write_begin(h);
 	pvread_mirror(&h->tk, tk);
+	if (pv.ln.live)
+		pvread_line_bases(&h->line, tk);
+	if (!xen) {
+		h->error_bound_ns = U64_MAX;
+		h->spread_ns = U64_MAX;
+	}
+	h->updates++;
+	pvread_publish(h);
+	pvread_write_end(h);
+	raw_spin_unlock(&pv.lock);
+	if (xen)
+		irq_work_queue(&pv.measure_work);
+	pv.notify_last_ns = local_clock() - t0;
+	pv.notify_max_ns = max(pv.notify_max_ns, pv.notify_last_ns);
+	return NOTIFY_OK;
+}
+
+/*
+ * After each update, once interrupts are on again on the CPU that made it:
+ * every record against the kernel's clock (the spread, the bound over the
+ * window, whether the records run at one rate), then the line anchored
+ * anew.  Against the timekeeper as it was at the last update, which is
+ * what the page's conversion holds; a later update queues this again.
+ */
+static void pvread_measure_work(struct irq_work *work)
+{
+	struct timekeeper *tk = &pv.tk;
+	struct pvread_header *h = pv.hdr;
+	u64 spread = U64_MAX, bound = U64_MAX, now_sec, dev, t0 = local_clock();
+	bool ready = false;
+	struct pvread_meas m;
+
+	raw_spin_lock(&pv.lock);
+	if (!pv.xen_clocksource || pv.suspended) {
+		raw_spin_unlock(&pv.lock);
+		return;
+	}
+	if (pvread_measure(tk->tkr_mono.clock, &m))
+		spread = m.hi - m.lo;
+	now_sec = tk->tkr_mono.cycle_last / NSEC_PER_SEC;
+	pv.last_sec = now_sec;
+	if (!pv.have_first) {
+		pv.first_sec = now_sec;
+		pv.have_first = true;
+	}
+	if (spread != U64_MAX) {
+		if (m.rate_hi - m.rate_lo >
+		    div_u64(m.rate_lo, 1000000 / PVREAD_LINE_RATE_PPM))
+			pv.rates_apart_until = now_sec + PVREAD_WINDOW_SEC;
+		bound = pvread_window_bound(now_sec, spread);
+		ready = now_sec >= pv.first_sec + pv.warmup_sec;
+	}
+	if (bound != U64_MAX)
+		bound = pvread_carried_bound(tk, bound);
+	pv.ready = ready;
+	pv.all_stable = pvread_all_stable();
+
+	pvread_write_begin(h);
 	if (ready && pvread_line_reason(pvread_flags()) == PVREAD_LINE_ACTIVE) {
 		dev = pvread_line_anchor(h, tk, &m);
 		bound = pvread_carried_bound(tk, pvread_window_bound(now_sec,
@@ -1066,11 +1145,11 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	}
 	h->error_bound_ns = bound;
 	h->spread_ns = spread;
-	h->updates++;
 	pvread_publish(h);
 	pvread_write_end(h);
+	pv.measure_last_ns = local_clock() - t0;
+	pv.measure_max_ns = max(pv.measure_max_ns, pv.measure_last_ns);
 	raw_spin_unlock(&pv.lock);
-	return NOTIFY_OK;
 }
 
 static struct notifier_block pvread_gtod_nb = {
@@ -1131,6 +1210,54 @@ static long pvread_reference(struct pvread_reference __user *uref)
 	return copy_to_user(uref, &ref, sizeof(ref)) ? -EFAULT : 0;
 }
 
+/*
+ * The kernel's clocks, all at one read of its clocksource, and its coarse
+ * clocks, from one timekeeper state: header.updates did not move while
+ * they were read (the notifier moves it inside the timekeeper's write
+ * section, before any reader can see the new state).  Never under pv.lock:
+ * the timekeeper's readers wait for a notifier that waits for that lock.
+ */
+static long pvread_kernel_time(struct pvread_kernel_time __user *ukt)
+{
+	struct pvread_kernel_time kt = {};
+	struct system_time_snapshot snap;
+	struct timespec64 ts;
+	ktime_t mono, off[TK_OFFS_MAX];
+	unsigned int tries = 0;
+	u64 updates;
+
+	do {
+		if (++tries > 100)
+			return -EAGAIN;
+		updates = READ_ONCE(pv.hdr->updates);
+		smp_rmb();
+#ifdef PVREAD_HAVE_SNAPSHOT_ID	/* see Kbuild */
+		ktime_get_snapshot_id(CLOCK_MONOTONIC, &snap);
+		mono = snap.systime;
+		kt.ns[CLOCK_MONOTONIC_RAW] = ktime_to_ns(snap.monoraw);
+#else
+		ktime_get_snapshot(&snap);
+		mono = ktime_sub(snap.real, ktime_mono_to_any(0, TK_OFFS_REAL));
+		kt.ns[CLOCK_MONOTONIC_RAW] = ktime_to_ns(snap.raw);
+#endif
+		off[TK_OFFS_REAL] = ktime_mono_to_any(0, TK_OFFS_REAL);
+		off[TK_OFFS_BOOT] = ktime_mono_to_any(0, TK_OFFS_BOOT);
+		off[TK_OFFS_TAI] = ktime_mono_to_any(0, TK_OFFS_TAI);
+		ktime_get_coarse_real_ts64(&ts);
+		kt.ns[CLOCK_REALTIME_COARSE] = timespec64_to_ns(&ts);
+		ktime_get_coarse_ts64(&ts);
+		kt.ns[CLOCK_MONOTONIC_COARSE] = timespec64_to_ns(&ts);
+		smp_rmb();
+	} while (READ_ONCE(pv.hdr->updates) != updates);
+	kt.updates = updates;
+	kt.cycles = snap.cycles;
+	kt.ns[CLOCK_MONOTONIC] = ktime_to_ns(mono);
+	kt.ns[CLOCK_REALTIME] = ktime_to_ns(ktime_add(mono, off[TK_OFFS_REAL]));
+	kt.ns[CLOCK_BOOTTIME] = ktime_to_ns(ktime_add(mono, off[TK_OFFS_BOOT]));
+	kt.ns[CLOCK_TAI] = ktime_to_ns(ktime_add(mono, off[TK_OFFS_TAI]));
+	return copy_to_user(ukt, &kt, sizeof(kt)) ? -EFAULT : 0;
+}
+
 static long pvread_ioctl(struct file *file, unsigned int cmd,
 			 unsigned long arg)
 {
@@ -1139,6 +1266,10 @@ static long pvread_ioctl(struct file *file, unsigned int cmd,
 		if (!capable(CAP_SYS_ADMIN))
 			return -EPERM;
 		return pvread_reference((struct pvread_reference __user *)arg);
+	case PVREAD_IOC_KERNEL_TIME:
+		if (!capable(CAP_SYS_ADMIN))
+			return -EPERM;
+		return pvread_kernel_time((struct pvread_kernel_time __user *)arg);
 	default:
 		return -ENOTTY;
 	}
@@ -1737,6 +1868,25 @@ static void pvread_release_areas(void)
 	free_pages_exact(pv.area, pv.size);
 }
 
+/*
+ * How long the timekeeper waits for this module at each update (the
+ * notifier, under its lock) and how long the measurement after it takes,
+ * in ns, the last and the largest since load; write 0 to start again.
+ * Debugging aids: nothing depends on them, so a failure is not fatal.
+ */
+static void pvread_debugfs_init(void)
+{
+	pv.debugfs = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	debugfs_create_u64("notifier_max_ns", 0600, pv.debugfs,
+			   &pv.notify_max_ns);
+	debugfs_create_u64("notifier_last_ns", 0400, pv.debugfs,
+			   &pv.notify_last_ns);
+	debugfs_create_u64("measure_max_ns", 0600, pv.debugfs,
+			   &pv.measure_max_ns);
+	debugfs_create_u64("measure_last_ns", 0400, pv.debugfs,
+			   &pv.measure_last_ns);
+}
+
 static int __init pvread_init(void)
 {
 	struct pvread_header *h;
@@ -1787,6 +1937,7 @@ static int __init pvread_init(void)
 	INIT_WORK(&pv.resume_work, pvread_resume_work);
 	INIT_WORK(&pv.check_work, pvread_check_work);
 	mutex_init(&pv.check_mutex);
+	pv.measure_work = IRQ_WORK_INIT_HARD(pvread_measure_work);
 
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "pvread:online",
 				pvread_cpu_online, pvread_cpu_offline);
@@ -1811,6 +1962,7 @@ static int __init pvread_init(void)
 	if (ret)
 		goto err_syscore;
 
+	pvread_debugfs_init();
 	pr_info("%u vCPU records registered by %s address%s; clocksource %s\n",
 		cpumask_weight(pv.registered),
 		pv.phys_area ? "physical" : "virtual",
@@ -1822,6 +1974,7 @@ err_syscore:
 	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
+	irq_work_sync(&pv.measure_work);
 err_areas:
 	cancel_work_sync(&pv.check_work);
 	pvread_release_areas();
@@ -1836,11 +1989,13 @@ err_free:
 
 static void __exit pvread_exit(void)
 {
+	debugfs_remove_recursive(pv.debugfs);
 	misc_deregister(&pvread_misc);
 	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
 	cancel_work_sync(&pv.check_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
+	irq_work_sync(&pv.measure_work);
 	pvread_release_areas();
 	pvread_free();
 }

@@ -35,7 +35,8 @@ online_cpus() {
 	cat /sys/devices/system/cpu/online
 }
 
-echo "# pvread_kmod: vCPUs online $(online_cpus), clocksource $(cat $csdir/current_clocksource) of: $(cat $csdir/available_clocksource)"
+cs0=$(cat $csdir/current_clocksource)
+echo "# pvread_kmod: vCPUs online $(online_cpus), clocksource $cs0 of: $(cat $csdir/available_clocksource)"
 # Linux 6.1 dom0 with one vCPU starts on tsc: the module is for xen.
 if [ "$(cat $csdir/current_clocksource)" != xen ] &&
    grep -qw xen $csdir/available_clocksource; then
@@ -45,6 +46,8 @@ fi
 echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode, line $expect_line"
 check "kmod: insmod pvread.ko" pvread_insmod "$mod"
 wait_mode "$expect_mode" 30
+dbg=/sys/kernel/debug/pvread
+[ -d /sys/kernel/debug/pvread ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
 
 # ---- observability: sysfs ----
 for f in mode line xen_tsc tsc_warp line_anchors flags tsc_stable \
@@ -84,18 +87,13 @@ else
 	check "sysfs: a line anchored at every update (line_anchors advance)" [ "$a1" -gt "$a0" ]
 	run_t line-rate 50000
 fi
-# every online vCPU, but vCPU 0 when its area is the kernel's (flag 0x8)
-want_registered() {
-	if [ $(($(hdr_field flags) & 8)) -ne 0 ]; then
-		"$T" hdr | sed -n 's/^# registered_list=//p'
-	else
-		online_cpus
-	fi
-}
 check "sysfs: registered lists the records registered in the page" \
 	[ "$(cat $sys/registered)" = "$("$T" hdr | sed -n 's/^# registered_list=//p')" ]
-check "sysfs: registered is every online vCPU ($(online_cpus))" \
-	[ "$(cat $sys/registered)" = "$(want_registered)" ]
+# Every online vCPU (but vCPU 0 when its area is the kernel's), each by
+# itself, and Xen writing each.
+run_t registered 5
+# The conversion the page publishes is the kernel's, to the nanosecond.
+run_t mirror 10000
 check "sysfs: flags match the page" \
 	[ "$(cat $sys/flags)" = "$(hdr_field flags)" ]
 check "sysfs: xen_clocksource 1, tsc_stable as the page's flag" \
@@ -134,6 +132,7 @@ if [ -e /sys/devices/system/cpu/cpu1/online ]; then
 	# cpu1 online again runs the TSC check again: the mode comes back.
 	wait_mode "$expect_mode" 30
 	check "hotplug: mode $expect_mode again after the cycles" [ "$(cat $sys/mode)" = "$expect_mode" ]
+	run_t registered 5 "hotplug: after the cycles"
 else
 	echo "ok - hotplug: cpu1 offline/online cycles # SKIP one vCPU: no cpu1 to take offline"
 fi
@@ -157,9 +156,10 @@ if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test &&
 	r1=$(cat $sys/resumes)
 	echo "# suspend (pm_test core): exit $rc, resumes $r0 -> $r1, registered $(cat $sys/registered)"
 	check "suspend: S3 test cycle (pm_test=core) completes" [ $rc -eq 0 ]
-	check "suspend: syscore resume re-registered the records" [ "$r1" -gt "$r0" ]
-	check "suspend: every online vCPU registered after resume" \
-		[ "$(cat $sys/registered)" = "$(want_registered)" ]
+	check "suspend: the syscore resume hook ran" [ "$r1" -gt "$r0" ]
+	# Areas are let go at suspend (their records left odd): only a new
+	# registration makes Xen write them again.
+	run_t registered 5 "suspend: after resume"
 	wait_mode "$expect_mode" 30
 	pvread_state "after resume"
 	check "suspend: mode $expect_mode again after resume" [ "$(cat $sys/mode)" = "$expect_mode" ]
@@ -173,6 +173,16 @@ else
 fi
 echo "ok - suspend: Xen save/restore # SKIP driven by dom0's toolstack: the xen417-domu-save machine (xl save + restore of a domU under a reader)"
 pvread-status -w 5 | sed 's/^/# /'
+# How long the timekeeper waited for the module at each update (the
+# notifier, under its lock) and how long the look at every record after
+# it took: figures, never a verdict.
+if [ -r $dbg/notifier_max_ns ]; then
+	echo "# timekeeper update: notifier last $(cat $dbg/notifier_last_ns) ns, max $(cat $dbg/notifier_max_ns) ns; measurement after it: last $(cat $dbg/measure_last_ns) ns, max $(cat $dbg/measure_max_ns) ns ($(grep -c ^processor /proc/cpuinfo) vCPUs)"
+	echo 0 > $dbg/notifier_max_ns
+	echo 0 > $dbg/measure_max_ns
+	sleep 2
+	echo "# quiet for 2 s: notifier max $(cat $dbg/notifier_max_ns) ns, measurement max $(cat $dbg/measure_max_ns) ns"
+fi
 check "kmod: rmmod pvread" rmmod pvread
 
 # ---- lifecycle: load/unload cycles with a reader in between ----
@@ -255,5 +265,9 @@ check "lifecycle: unreclaimable slab steady ($(fmt "$slab_slope") kB/cycle, limi
 check "lifecycle: module gone" sh -c '! grep -q "^pvread " /proc/modules'
 check "lifecycle: no Xen refusals or leaks in dmesg" \
 	sh -c '! dmesg | grep -E "pvread: .*(refused|kept|leaking)"'
+
+# What this script changed, put back: the clocksource it found.
+echo "$cs0" > $csdir/current_clocksource
+check "kmod: clocksource put back ($cs0)" [ "$(cat $csdir/current_clocksource)" = "$cs0" ]
 
 exit $failed

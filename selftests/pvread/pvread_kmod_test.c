@@ -13,7 +13,14 @@
  *   stable              the stable-mode decision, as far as Xen shows it
  *   clocksource CS...   switch to each CS and back to xen
  *   hotplug CPU N       N offline/online cycles of CPU
- *   jumps               settimeofday, clock_settime, adjtimex, TAI
+ *   jumps               settimeofday, clock_settime, adjtimex, TAI (each
+ *                       followed by the mirror check; the TAI offset and
+ *                       the frequency are put back as they were)
+ *   mirror [N]          N times: the page's conversion at one clocksource
+ *                       value against the kernel's clocks there, to the ns
+ *   registered [SEC [NAME]]  every online vCPU's record registered, by that
+ *                       CPU itself, and rewritten by Xen within SEC
+ *                       seconds (NAME: the tests' prefix, default registered)
  *   line-rate [PPM]     the line's ns per TSC tick against every registered
  *                       record's, within PPM (default 10000, 1%)
  *
@@ -255,6 +262,8 @@ static void print_hdr(void)
 		       rec(i)->pvclock.tsc_shift);
 }
 
+static long bounded(const char *what, double seconds, long *fast_out);
+
 /* ---- stable mode: what the emulated Xen lets us see ---- */
 
 static void test_stable(void)
@@ -294,8 +303,18 @@ static void test_stable(void)
 	report((h.mode == PVREAD_MODE_LINE) == (h.line_state == PVREAD_LINE_ACTIVE),
 	       "stable: line_state is active exactly when the mode is line (mode %u, line_state %u)",
 	       h.mode, h.line_state);
-	if (!stable)
+	if (!stable) {
 		printf("ok - stable: mode stable published and read # SKIP Xen never sets PVCLOCK_TSC_STABLE_BIT under QEMU TCG (no invariant TSC)\n");
+	} else if (h.mode == PVREAD_MODE_STABLE) {
+		long fast, beyond = bounded("stable mode", 1, &fast);
+
+		report(!beyond && fast,
+		       "stable: mode stable published and read: every clock within the bound, fast");
+	} else {
+		printf("ok - stable: mode stable published and read # SKIP the bit is there, but vCPU 0's area is %s: mode %s\n",
+		       cpu0_kernel ? "the kernel's" : "not the kernel's (the kernel did not see the bit at boot)",
+		       mode_name(h.mode));
+	}
 }
 
 /* ---- clocksource switched away and back ---- */
@@ -387,6 +406,56 @@ static void *reader(void *arg)
 	return NULL;
 }
 
+/*
+ * pvclock's arithmetic, written out: @p at @tsc, as Xen defines it (the
+ * kernel's __pvclock_read_cycles()).
+ */
+static uint64_t pvclock_at(const volatile struct pvread_pvclock *p,
+			   uint64_t tsc)
+{
+	uint64_t d = tsc - p->tsc_timestamp;
+
+	d = p->tsc_shift >= 0 ? d << p->tsc_shift : d >> -p->tsc_shift;
+	return p->system_time +
+	       (uint64_t)(((unsigned __int128)d * p->tsc_to_system_mul) >> 32);
+}
+
+/*
+ * PVREAD_IOC_REFERENCE on @cpu (the caller runs there) until the record
+ * did not change under it: the kernel's evaluation of cpu's record must be
+ * the page's record evaluated at the same TSC, to the nanosecond.  0, or
+ * -1 with the reason printed.
+ */
+static int reference_matches(int fd, int cpu, struct pvread_reference *ref)
+{
+	const volatile struct pvread_record *r = rec(cpu);
+	int tries;
+
+	for (tries = 0; tries < 100; tries++) {
+		uint32_t v = r->pvclock.version;
+		uint64_t mine;
+
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (ioctl(fd, PVREAD_IOC_REFERENCE, ref)) {
+			printf("# PVREAD_IOC_REFERENCE: %s\n", strerror(errno));
+			return -1;
+		}
+		mine = pvclock_at(&r->pvclock, ref->tsc);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if ((v & 1) || r->pvclock.version != v || ref->version != v)
+			continue;
+		if (ref->cpu != (uint32_t)cpu || mine != ref->cycles) {
+			printf("# cpu%d: the kernel read %llu on cpu%u, the page's record says %llu\n",
+			       cpu, (unsigned long long)ref->cycles, ref->cpu,
+			       (unsigned long long)mine);
+			return -1;
+		}
+		return 0;
+	}
+	printf("# cpu%d: the record kept changing under 100 reads\n", cpu);
+	return -1;
+}
+
 struct watch {
 	int cpu;
 	volatile bool give_up;
@@ -417,7 +486,12 @@ static void *watcher(void *arg)
 		w->state = rec(w->cpu)->state;
 		w->version = rec(w->cpu)->pvclock.version;
 		w->tsc_timestamp = rec(w->cpu)->pvclock.tsc_timestamp;
-		w->ran = syscall(SYS_getcpu, NULL, NULL, NULL) == 0;
+		{
+			unsigned int on = ~0U;
+
+			w->ran = syscall(SYS_getcpu, &on, NULL, NULL) == 0 &&
+				 on == (unsigned int)w->cpu;
+		}
 		break;
 	}
 	return NULL;
@@ -515,9 +589,9 @@ static void test_hotplug(int cpu, int cycles)
 	CPU_SET(cpu, &set);
 	sched_setaffinity(0, sizeof(set), &set);
 	fd = open(PVREAD_DEVICE, O_RDONLY);
-	ret = fd < 0 ? -1 : ioctl(fd, PVREAD_IOC_REFERENCE, &ref);
-	report(!ret && ref.cpu == (uint32_t)cpu && ref.cycles,
-	       "hotplug: kernel reads cpu%d's record after the cycles", cpu);
+	ret = fd < 0 ? -1 : reference_matches(fd, cpu, &ref);
+	report(!ret && ref.cpu == (uint32_t)cpu,
+	       "hotplug: kernel reads cpu%d's record after the cycles, as the page holds it", cpu);
 	if (fd >= 0)
 		close(fd);
 	CPU_ZERO(&set);
@@ -673,12 +747,237 @@ static bool wait_mult_change(uint32_t from, double timeout, uint32_t *to)
 	return false;
 }
 
+/* ---- the page's conversion against the kernel's own clocks ---- */
+
+static const struct {
+	clockid_t id;
+	const char *name;
+} mirror_clocks[] = {
+	{ CLOCK_REALTIME, "REALTIME" },
+	{ CLOCK_MONOTONIC, "MONOTONIC" },
+	{ CLOCK_BOOTTIME, "BOOTTIME" },
+	{ CLOCK_TAI, "TAI" },
+	{ CLOCK_MONOTONIC_RAW, "MONOTONIC_RAW" },
+	{ CLOCK_REALTIME_COARSE, "REALTIME_COARSE" },
+	{ CLOCK_MONOTONIC_COARSE, "MONOTONIC_COARSE" },
+};
+#define NR_MIRROR_CLOCKS (sizeof(mirror_clocks) / sizeof(mirror_clocks[0]))
+
+/*
+ * Clock @id at clocksource value @c by the page's conversion, as the vDSO
+ * computes it from its data: the base plus (delta * mult + base's shifted
+ * ns) >> shift; a coarse clock is its base.
+ */
+static int64_t mirror_ns(const struct pvread_timekeeper *tk, clockid_t id,
+			 uint64_t c)
+{
+	const struct pvread_clock_base *b = &tk->base[id];
+	uint64_t last = tk->cycle_last, d;
+	uint32_t mult = tk->mult, shift = tk->shift;
+
+	if (id == CLOCK_REALTIME_COARSE || id == CLOCK_MONOTONIC_COARSE)
+		return b->sec * 1000000000LL + (int64_t)b->snsec;
+	if (id == CLOCK_MONOTONIC_RAW) {
+		last = tk->raw_cycle_last;
+		mult = tk->raw_mult;
+		shift = tk->raw_shift;
+	}
+	d = (c - last) & tk->mask;
+	return b->sec * 1000000000LL +
+	       (int64_t)(((unsigned __int128)d * mult + b->snsec) >> shift);
+}
+
+/*
+ * @n times: the kernel's clocks at one clocksource value and the page's
+ * conversion from the same timekeeper update (PVREAD_IOC_KERNEL_TIME) must
+ * agree to the nanosecond: the page holds what update_vsyscall() gives the
+ * vDSO, and the kernel's ktime arithmetic gives the same integer.  One
+ * exception: MONOTONIC_COARSE, which the module holds where the kernel's
+ * steps back (before Linux 6.15, by about a microsecond when NTP changes
+ * the rate): there the page may be ahead by up to PVREAD_COARSE_HOLD_NS.
+ * Returns false on any difference, after printing the first few.
+ */
+#define PVREAD_COARSE_HOLD_NS 10000
+static bool mirror_exact(const char *what, int n)
+{
+	int64_t worst[NR_MIRROR_CLOCKS] = { 0 };
+	long compared = 0, off = 0, held = 0, retries = 0;
+	struct pvread_kernel_time kt;
+	struct pvread_header h;
+	unsigned int c;
+	int fd, i;
+
+	fd = open(PVREAD_DEVICE, O_RDONLY);
+	if (fd < 0) {
+		printf("# %s: open %s: %s\n", what, PVREAD_DEVICE, strerror(errno));
+		return false;
+	}
+	for (i = 0; i < n; i++) {
+		if (ioctl(fd, PVREAD_IOC_KERNEL_TIME, &kt)) {
+			printf("# %s: PVREAD_IOC_KERNEL_TIME: %s\n", what,
+			       strerror(errno));
+			close(fd);
+			return false;
+		}
+		snap(&h);
+		if (h.updates != kt.updates) {
+			/* an update came between: try again */
+			if (++retries > 100L * n)
+				break;
+			i--;
+			continue;
+		}
+		compared++;
+		for (c = 0; c < NR_MIRROR_CLOCKS; c++) {
+			clockid_t id = mirror_clocks[c].id;
+			int64_t d = mirror_ns(&h.tk, id, kt.cycles) - kt.ns[id];
+
+			if (id == CLOCK_MONOTONIC_COARSE && d > 0 &&
+			    d <= PVREAD_COARSE_HOLD_NS) {
+				held++;
+			} else if (d) {
+				if (off++ < 5)
+					printf("# %s: %s: page %lld, kernel %lld (%+lld ns) at cycles %llu, update %llu\n",
+					       what, mirror_clocks[c].name,
+					       (long long)mirror_ns(&h.tk, id, kt.cycles),
+					       (long long)kt.ns[id], (long long)d,
+					       (unsigned long long)kt.cycles,
+					       (unsigned long long)kt.updates);
+			}
+			if (llabs(d) > llabs(worst[c]))
+				worst[c] = d;
+		}
+	}
+	close(fd);
+	printf("# %s: %ld conversions compared (%ld retried for an update between), %ld differences, MONOTONIC_COARSE held %ld times; largest differences:",
+	       what, compared, retries, off, held);
+	for (c = 0; c < NR_MIRROR_CLOCKS; c++)
+		printf(" %s %+lld", mirror_clocks[c].name, (long long)worst[c]);
+	printf("\n");
+	return compared == n && !off;
+}
+
+static void test_mirror(int n)
+{
+	struct pvread_header h;
+
+	snap(&h);
+	report(mirror_exact("mirror", n),
+	       "mirror: the page's conversion is the kernel's, to the nanosecond, for every clock");
+	printf("# mirror: kernel %s, mode %s\n", h.flags & PVREAD_FLAG_XEN_CLOCKSOURCE ?
+	       "on xen" : "not on xen", mode_name(h.mode));
+}
+
+/* ---- registration: every online vCPU, by itself, kept current ---- */
+
+/* The CPUs in sysfs list @path ("0-1,3"), as a mask; -1 if unreadable. */
+static int cpu_list(const char *path, uint64_t *mask)
+{
+	char buf[256], *p = buf, *end;
+	FILE *f = fopen(path, "r");
+	long a, b;
+
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	*mask = 0;
+	while (*p && *p != '\n') {
+		a = strtol(p, &end, 10);
+		if (end == p || a < 0 || a > 63)
+			return -1;
+		b = a;
+		p = end;
+		if (*p == '-') {
+			b = strtol(p + 1, &end, 10);
+			if (end == p + 1 || b < a || b > 63)
+				return -1;
+			p = end;
+		}
+		for (; a <= b; a++)
+			*mask |= 1ULL << a;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+/*
+ * Every online vCPU's record registered (vCPU 0's not when it is the
+ * kernel's), by that CPU itself (Xen fills a record from the calling
+ * vCPU's calibration), no other; and each written by Xen within @sec
+ * seconds: an area Xen let go of (the module leaves its version odd) or
+ * one registered only in the module's word would stand still.
+ */
+static void test_registered(double sec, const char *what)
+{
+	uint64_t online, want, have = 0, moved = 0, seen, odd = 0;
+	uint64_t ts0[64] = { 0 }, self = 0;
+	struct pvread_header h;
+	int64_t end;
+	unsigned int i;
+
+	snap(&h);
+	if (cpu_list("/sys/devices/system/cpu/online", &online) ||
+	    h.nr_records > 64) {
+		report(false, "%s: every online vCPU's record # cannot read the online CPUs", what);
+		return;
+	}
+	want = online;
+	if (h.flags & PVREAD_FLAG_CPU0_OWNED_BY_KERNEL)
+		want &= ~1ULL;
+	for (i = 0; i < h.nr_records; i++) {
+		if (!(rec(i)->state & PVREAD_RECORD_REGISTERED))
+			continue;
+		have |= 1ULL << i;
+		if (rec(i)->registered_on == i)
+			self |= 1ULL << i;
+		ts0[i] = rec(i)->pvclock.tsc_timestamp;
+	}
+	printf("# %s: online %#llx, expected %#llx, in the page %#llx, by themselves %#llx\n",
+	       what, (unsigned long long)online, (unsigned long long)want,
+	       (unsigned long long)have, (unsigned long long)self);
+	report(have == want, "%s: every online vCPU's record, no other", what);
+	report(self == have && have, "%s: each record by its own CPU", what);
+
+	/* An idle vCPU still wakes for its timers, and Xen updates its
+	 * records whenever it schedules it. */
+	end = sys_ns(CLOCK_MONOTONIC) + (int64_t)(sec * 1e9);
+	do {
+		seen = 0;
+		for (i = 0; i < h.nr_records; i++) {
+			uint32_t v;
+
+			if (!(have & (1ULL << i)))
+				continue;
+			v = rec(i)->pvclock.version;
+			if (v & 1)
+				odd |= 1ULL << i;
+			else if (rec(i)->pvclock.tsc_timestamp != ts0[i])
+				moved |= 1ULL << i;
+			seen |= 1ULL << i;
+		}
+		if ((moved & have) == have)
+			break;
+		sleep_s(0.01);
+	} while (sys_ns(CLOCK_MONOTONIC) < end);
+	printf("# %s: rewritten by Xen within %.1f s: %#llx of %#llx (seen odd: %#llx)\n",
+	       what, sec, (unsigned long long)moved, (unsigned long long)have,
+	       (unsigned long long)odd);
+	report((moved & have) == have && have,
+	       "%s: Xen keeps every registered record current", what);
+}
+
 static void test_jumps(void)
 {
 	struct pvread_header h0, h;
 	struct timespec ts, lib;
 	struct timeval tv;
-	struct timex tx;
+	struct timex tx, saved = { 0 };
+	int tai_set;
 	long fast, beyond;
 	int64_t mono0, mono1, dev;
 	bool inside, from_page;
@@ -688,6 +987,7 @@ static void test_jumps(void)
 
 	report(wait_mode(expect_mode, 20) >= 0, "jumps: mode %s to start with",
 	       mode_name(expect_mode));
+	adjtimex(&saved);
 	beyond = bounded("steady", 1, &fast);
 	report(!beyond && fast, "jumps: steady: every clock within the bound, fast");
 
@@ -704,6 +1004,8 @@ static void test_jumps(void)
 	       from_page ? "read from the page" : "read via libc", (long long)dev);
 	beyond = bounded("after +3600 s", 0.5, &fast);
 	report(!beyond && fast, "jumps: after settimeofday +3600 s: every clock within the bound");
+	report(mirror_exact("after +3600 s", 1000),
+	       "jumps: after settimeofday +3600 s: the page's conversion is the kernel's");
 
 	/* clock_settime: back again, and an hour more */
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -715,6 +1017,8 @@ static void test_jumps(void)
 	       from_page ? "read from the page" : "read via libc", (long long)dev);
 	beyond = bounded("after -7200 s", 0.5, &fast);
 	report(!beyond && fast, "jumps: after clock_settime -7200 s: every clock within the bound");
+	report(mirror_exact("after -7200 s", 1000),
+	       "jumps: after clock_settime -7200 s: the page's conversion is the kernel's");
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 3600;
 	clock_settime(CLOCK_REALTIME, &ts);
@@ -726,16 +1030,19 @@ static void test_jumps(void)
 	/* TAI offset */
 	memset(&tx, 0, sizeof(tx));
 	tx.modes = ADJ_TAI;
-	tx.constant = 37;
+	tai_set = saved.tai == 37 ? 36 : 37;
+	tx.constant = tai_set;
 	ret = adjtimex(&tx);
+	report(mirror_exact("TAI offset", 1000),
+	       "jumps: after adjtimex ADJ_TAI: the page's conversion is the kernel's");
 	{
 		struct timespec r, t;
 
 		pvread_clock_gettime(CLOCK_REALTIME, &r);
 		pvread_clock_gettime(CLOCK_TAI, &t);
-		report(ret >= 0 && llabs(ts_ns(&t) - ts_ns(&r) - 37000000000LL) < 100000000LL,
-		       "jumps: adjtimex ADJ_TAI 37: library CLOCK_TAI - CLOCK_REALTIME = %.3f s",
-		       (ts_ns(&t) - ts_ns(&r)) / 1e9);
+		report(ret >= 0 && llabs(ts_ns(&t) - ts_ns(&r) - tai_set * 1000000000LL) < 100000000LL,
+		       "jumps: adjtimex ADJ_TAI: library CLOCK_TAI - CLOCK_REALTIME = %.3f s (set %d)",
+		       (ts_ns(&t) - ts_ns(&r)) / 1e9, tai_set);
 	}
 
 	/* frequency: +500 ppm, then back */
@@ -753,6 +1060,8 @@ static void test_jumps(void)
 	       h0.line.mul, h.line.mul, h0.line.shift, h.line.shift,
 	       (unsigned long long)(h.line.anchors - h0.line.anchors));
 	report(!beyond && fast, "jumps: while +500 ppm: every clock within the bound");
+	report(mirror_exact("slewing +500 ppm", 1000),
+	       "jumps: while +500 ppm: the page's conversion is the kernel's");
 	snap(&h0);
 	tx.modes = ADJ_FREQUENCY;
 	tx.freq = 0;
@@ -773,10 +1082,27 @@ static void test_jumps(void)
 	       h0.tk.mult, mult);
 	beyond = bounded("offset slew", 1.5, &fast);
 	report(!beyond && fast, "jumps: during the offset slew: every clock within the bound");
+	report(mirror_exact("offset slew", 1000),
+	       "jumps: during the offset slew: the page's conversion is the kernel's");
 	memset(&tx, 0, sizeof(tx));
 	tx.modes = ADJ_OFFSET_SINGLESHOT;
 	tx.offset = 0;
 	adjtimex(&tx);
+
+	/* What this test changed, as it was: the TAI offset, the frequency. */
+	memset(&tx, 0, sizeof(tx));
+	tx.modes = ADJ_TAI;
+	tx.constant = saved.tai;
+	ret = adjtimex(&tx);
+	memset(&tx, 0, sizeof(tx));
+	tx.modes = ADJ_FREQUENCY;
+	tx.freq = saved.freq;
+	ret = ret < 0 ? ret : adjtimex(&tx);
+	memset(&tx, 0, sizeof(tx));
+	adjtimex(&tx);
+	report(ret >= 0 && tx.tai == saved.tai && tx.freq == saved.freq,
+	       "jumps: TAI offset and frequency put back (TAI %d, freq %ld)",
+	       tx.tai, (long)tx.freq);
 }
 
 /* ---- the line's rate against the records' ---- */
@@ -821,7 +1147,8 @@ static void test_line_rate(long limit_ppm)
 static void usage(void)
 {
 	fprintf(stderr, "usage: pvread_kmod_test [--mode MODE] hdr | wait-mode MODE SEC | stable | clocksource CS... |\n"
-		"                        hotplug CPU N | jumps | line-rate [PPM]\n"
+		"                        hotplug CPU N | jumps | line-rate [PPM] | mirror [N] |\n"
+		"                        registered [SEC [NAME]]\n"
 		"  MODE: none, percpu, stable, line or a number; --mode: the mode to expect (default line)\n");
 	exit(2);
 }
@@ -864,6 +1191,11 @@ int main(int argc, char **argv)
 		test_hotplug(atoi(argv[2]), atoi(argv[3]));
 	} else if (!strcmp(argv[1], "jumps")) {
 		test_jumps();
+	} else if (!strcmp(argv[1], "mirror") && argc <= 3) {
+		test_mirror(argc == 3 ? atoi(argv[2]) : 10000);
+	} else if (!strcmp(argv[1], "registered") && argc <= 4) {
+		test_registered(argc >= 3 ? atof(argv[2]) : 5,
+				argc == 4 ? argv[3] : "registered");
 	} else {
 		usage();
 	}

@@ -227,8 +227,24 @@ struct pvread_reference {
 	__u64 cycles;	/* the record evaluated at tsc */
 };
 
+/*
+ * PVREAD_IOC_KERNEL_TIME (CAP_SYS_ADMIN): the kernel's own clocks at one
+ * value of its clocksource, all from the timekeeper state the page held
+ * when header.updates was @updates, so that a test can check the page's
+ * conversion (header.tk) against them to the nanosecond.  ns[] is indexed
+ * by clock id: CLOCK_REALTIME, _MONOTONIC, _BOOTTIME and _TAI at @cycles,
+ * CLOCK_MONOTONIC_RAW at @cycles too, and the coarse clocks as the kernel
+ * answers them.
+ */
+struct pvread_kernel_time {
+	__u64 updates;
+	__u64 cycles;
+	__s64 ns[PVREAD_NR_CLOCK_BASES];
+};
+
 #define PVREAD_IOC_MAGIC	0xB9
 #define PVREAD_IOC_REFERENCE	_IOR(PVREAD_IOC_MAGIC, 1, struct pvread_reference)
+#define PVREAD_IOC_KERNEL_TIME	_IOR(PVREAD_IOC_MAGIC, 2, struct pvread_kernel_time)
 
 /* The layout is ABI: any change here must fail the build, not a reader. */
 #ifndef __cplusplus
@@ -261,6 +277,7 @@ __PVREAD_ASSERT_OFFSET(struct pvread_header, tk, 80);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, line, 408);
 _Static_assert(sizeof(struct pvread_header) == 712, "header size");
 _Static_assert(sizeof(struct pvread_reference) == 24, "reference size");
+_Static_assert(sizeof(struct pvread_kernel_time) == 144, "kernel_time size");
 #endif /* __cplusplus */
 
 #endif /* _UAPI_LINUX_PVREAD_H */
