@@ -15,6 +15,7 @@
 #include <linux/cpuhotplug.h>
 #include <linux/cpumask.h>
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/irq_work.h>
 #include <linux/miscdevice.h>
@@ -29,6 +30,7 @@
 #include <linux/timekeeper_internal.h>
 #include <linux/workqueue.h>
 #include <linux/uaccess.h>
+#include <linux/utsname.h>
 #include <asm/msr.h>
 #include <asm/pvclock.h>
 #include <asm/xen/hypercall.h>
@@ -88,6 +90,10 @@ MODULE_PARM_DESC(line, "Publish one clock line for every vCPU when the TSC allow
 static bool tsc_reliable;
 module_param(tsc_reliable, bool, 0444);
 MODULE_PARM_DESC(tsc_reliable, "Take the TSC as one across vCPUs even where Xen does not say so; the warp check still runs (default 0)");
+
+static int test_mirror_skew;
+module_param(test_mirror_skew, int, 0444);
+MODULE_PARM_DESC(test_mirror_skew, "For tests: the published CLOCK_BOOTTIME this many ns ahead, which the check at load must refuse");
 
 static int test_tsc_skew;
 module_param(test_tsc_skew, int, 0644);
@@ -1018,6 +1024,8 @@ static void pvread_mirror(struct pvread_timekeeper *m,
 			mono_sec + tk->monotonic_to_boot.tv_sec,
 			mono_snsec +
 			((u64)tk->monotonic_to_boot.tv_nsec << shift), one_sec);
+	if (test_mirror_skew)
+		m->base[CLOCK_BOOTTIME].snsec += (u64)test_mirror_skew << shift;
 	pvread_set_base(&m->base[CLOCK_MONOTONIC_RAW], tk->raw_sec,
 			tk->tkr_raw.xtime_nsec,
 			(u64)NSEC_PER_SEC << tk->tkr_raw.shift);
@@ -1217,15 +1225,15 @@ static long pvread_reference(struct pvread_reference __user *uref)
  * section, before any reader can see the new state).  Never under pv.lock:
  * the timekeeper's readers wait for a notifier that waits for that lock.
  */
-static long pvread_kernel_time(struct pvread_kernel_time __user *ukt)
+static int pvread_kernel_time_get(struct pvread_kernel_time *kt)
 {
-	struct pvread_kernel_time kt = {};
 	struct system_time_snapshot snap;
 	struct timespec64 ts;
 	ktime_t mono, off[TK_OFFS_MAX];
 	unsigned int tries = 0;
 	u64 updates;
 
+	memset(kt, 0, sizeof(*kt));
 	do {
 		if (++tries > 100)
 			return -EAGAIN;
@@ -1234,28 +1242,118 @@ static long pvread_kernel_time(struct pvread_kernel_time __user *ukt)
 #ifdef PVREAD_HAVE_SNAPSHOT_ID	/* see Kbuild */
 		ktime_get_snapshot_id(CLOCK_MONOTONIC, &snap);
 		mono = snap.systime;
-		kt.ns[CLOCK_MONOTONIC_RAW] = ktime_to_ns(snap.monoraw);
+		kt->ns[CLOCK_MONOTONIC_RAW] = ktime_to_ns(snap.monoraw);
 #else
 		ktime_get_snapshot(&snap);
 		mono = ktime_sub(snap.real, ktime_mono_to_any(0, TK_OFFS_REAL));
-		kt.ns[CLOCK_MONOTONIC_RAW] = ktime_to_ns(snap.raw);
+		kt->ns[CLOCK_MONOTONIC_RAW] = ktime_to_ns(snap.raw);
 #endif
 		off[TK_OFFS_REAL] = ktime_mono_to_any(0, TK_OFFS_REAL);
 		off[TK_OFFS_BOOT] = ktime_mono_to_any(0, TK_OFFS_BOOT);
 		off[TK_OFFS_TAI] = ktime_mono_to_any(0, TK_OFFS_TAI);
 		ktime_get_coarse_real_ts64(&ts);
-		kt.ns[CLOCK_REALTIME_COARSE] = timespec64_to_ns(&ts);
+		kt->ns[CLOCK_REALTIME_COARSE] = timespec64_to_ns(&ts);
 		ktime_get_coarse_ts64(&ts);
-		kt.ns[CLOCK_MONOTONIC_COARSE] = timespec64_to_ns(&ts);
+		kt->ns[CLOCK_MONOTONIC_COARSE] = timespec64_to_ns(&ts);
 		smp_rmb();
 	} while (READ_ONCE(pv.hdr->updates) != updates);
-	kt.updates = updates;
-	kt.cycles = snap.cycles;
-	kt.ns[CLOCK_MONOTONIC] = ktime_to_ns(mono);
-	kt.ns[CLOCK_REALTIME] = ktime_to_ns(ktime_add(mono, off[TK_OFFS_REAL]));
-	kt.ns[CLOCK_BOOTTIME] = ktime_to_ns(ktime_add(mono, off[TK_OFFS_BOOT]));
-	kt.ns[CLOCK_TAI] = ktime_to_ns(ktime_add(mono, off[TK_OFFS_TAI]));
+	kt->updates = updates;
+	kt->cycles = snap.cycles;
+	kt->ns[CLOCK_MONOTONIC] = ktime_to_ns(mono);
+	kt->ns[CLOCK_REALTIME] = ktime_to_ns(ktime_add(mono, off[TK_OFFS_REAL]));
+	kt->ns[CLOCK_BOOTTIME] = ktime_to_ns(ktime_add(mono, off[TK_OFFS_BOOT]));
+	kt->ns[CLOCK_TAI] = ktime_to_ns(ktime_add(mono, off[TK_OFFS_TAI]));
+	return 0;
+}
+
+static long pvread_kernel_time(struct pvread_kernel_time __user *ukt)
+{
+	struct pvread_kernel_time kt;
+	int ret = pvread_kernel_time_get(&kt);
+
+	if (ret)
+		return ret;
 	return copy_to_user(ukt, &kt, sizeof(kt)) ? -EFAULT : 0;
+}
+
+/* Clock @c at clocksource value @cycles by @m, as the vDSO computes it. */
+static s64 pvread_mirror_ns(const struct pvread_timekeeper *m, unsigned int c,
+			    u64 cycles)
+{
+	const struct pvread_clock_base *b = &m->base[c];
+	u64 last = m->cycle_last, d;
+	u32 mult = m->mult, shift = m->shift;
+
+	if (c == CLOCK_REALTIME_COARSE || c == CLOCK_MONOTONIC_COARSE)
+		return b->sec * NSEC_PER_SEC + (s64)b->snsec;
+	if (c == CLOCK_MONOTONIC_RAW) {
+		last = m->raw_cycle_last;
+		mult = m->raw_mult;
+		shift = m->raw_shift;
+	}
+	d = (cycles - last) & m->mask;
+	return b->sec * NSEC_PER_SEC +
+	       (s64)(((unsigned __int128)d * mult + b->snsec) >> shift);
+}
+
+/*
+ * The timekeeper is the kernel's own business and changes between versions
+ * (the coarse clocks, for one, come from coarse_nsec since 6.15).  So at
+ * load, the conversion the page publishes must give the kernel's own
+ * answer for every clock at one clocksource value, to the nanosecond; on a
+ * kernel whose timekeeper this module does not mirror, it refuses to load
+ * rather than serve a wrong time.  MONOTONIC_COARSE may be ahead by the
+ * little the module holds it where the kernel's would step back.
+ */
+#define PVREAD_COARSE_HOLD_NS	10000
+static int pvread_check_mirror(void)
+{
+	static const char * const names[PVREAD_NR_CLOCK_BASES] = {
+		[CLOCK_REALTIME] = "CLOCK_REALTIME",
+		[CLOCK_MONOTONIC] = "CLOCK_MONOTONIC",
+		[CLOCK_BOOTTIME] = "CLOCK_BOOTTIME",
+		[CLOCK_TAI] = "CLOCK_TAI",
+		[CLOCK_MONOTONIC_RAW] = "CLOCK_MONOTONIC_RAW",
+		[CLOCK_REALTIME_COARSE] = "CLOCK_REALTIME_COARSE",
+		[CLOCK_MONOTONIC_COARSE] = "CLOCK_MONOTONIC_COARSE",
+	};
+	struct pvread_timekeeper m;
+	struct pvread_kernel_time kt;
+	unsigned long irqflags;
+	unsigned int i, c, done = 0;
+	u64 updates;
+	s64 d;
+
+	for (i = 0; i < 100 && !READ_ONCE(pv.hdr->updates); i++)
+		msleep(10);
+	for (i = 0; i < 100 && done < 3; i++) {
+		if (pvread_kernel_time_get(&kt))
+			continue;
+		raw_spin_lock_irqsave(&pv.lock, irqflags);
+		m = pv.hdr->tk;
+		updates = pv.hdr->updates;
+		raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+		if (!updates || updates != kt.updates)
+			continue;
+		for (c = 0; c < PVREAD_NR_CLOCK_BASES; c++) {
+			if (!names[c])
+				continue;
+			d = pvread_mirror_ns(&m, c, kt.cycles) - kt.ns[c];
+			if (!d || (c == CLOCK_MONOTONIC_COARSE && d > 0 &&
+				   d <= PVREAD_COARSE_HOLD_NS))
+				continue;
+			pr_err("Linux %s: %s by the mirrored timekeeper is %lld ns off the kernel's: not a timekeeper this module mirrors, not loading\n",
+			       init_utsname()->release, names[c], d);
+			return -EOPNOTSUPP;
+		}
+		done++;
+	}
+	if (done < 3) {
+		pr_err("no timekeeper update to check the mirror against (%u of 3 looks)\n",
+		       done);
+		return -EAGAIN;
+	}
+	return 0;
 }
 
 static long pvread_ioctl(struct file *file, unsigned int cmd,
@@ -1957,6 +2055,9 @@ static int __init pvread_init(void)
 	ret = pvclock_gtod_register_notifier(&pvread_gtod_nb);
 	if (ret)
 		goto err_areas;
+	ret = pvread_check_mirror();
+	if (ret)
+		goto err_notifier;
 	pvread_register_syscore();
 	ret = misc_register(&pvread_misc);
 	if (ret)
@@ -1973,6 +2074,7 @@ static int __init pvread_init(void)
 err_syscore:
 	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
+err_notifier:
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 	irq_work_sync(&pv.measure_work);
 err_areas:
