@@ -995,7 +995,11 @@ static void pvread_mirror(struct pvread_timekeeper *m,
 	u64 xnsec = tk->tkr_mono.xtime_nsec;
 	u64 mono_sec = tk->xtime_sec + tk->wall_to_monotonic.tv_sec;
 	u64 mono_snsec = xnsec + ((u64)tk->wall_to_monotonic.tv_nsec << shift);
+#ifdef PVREAD_HAVE_COARSE_NSEC	/* see Kbuild */
+	u64 coarse_ns = tk->coarse_nsec;
+#else
 	u64 coarse_ns = xnsec >> shift;
+#endif
 	struct pvread_clock_base coarse;
 
 	m->cycle_last = tk->tkr_mono.cycle_last;
@@ -1036,7 +1040,8 @@ static void pvread_mirror(struct pvread_timekeeper *m,
 	 * to keep the fine clocks continuous, and the coarse clocks step
 	 * back with it (by a microsecond or so under adjtimex slews).  A
 	 * monotonic clock must not: hold the last value until the kernel's
-	 * catches up.
+	 * catches up.  (Since 6.15 coarse_nsec only moves forward but for
+	 * clock sets, and this never holds.)
 	 */
 	coarse = m->base[CLOCK_MONOTONIC_COARSE];
 	pvread_set_base(&m->base[CLOCK_MONOTONIC_COARSE], mono_sec,
@@ -1075,6 +1080,11 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	u64 t0 = local_clock();
 	bool xen;
 
+#ifdef PVREAD_HAVE_TK_ID	/* see Kbuild */
+	/* Only the core timekeeper is CLOCK_REALTIME and the rest. */
+	if (tk->id != TIMEKEEPER_CORE)
+		return NOTIFY_DONE;
+#endif
 	raw_spin_lock(&pv.lock);
 	xen = !strcmp(cs->name, "xen") && tk->tkr_mono.mask == U64_MAX;
 	if (!xen) {
