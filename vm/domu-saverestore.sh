@@ -95,6 +95,9 @@ pvread_state after
 echo "# records after:"; pvread-status | sed -n '/^cpu /,$p' | sed 's/^/#   /'
 check "saverestore: every online vCPU registered after restore" \
 	[ "$(cat $sys/registered)" = "$(cat /sys/devices/system/cpu/online)" ]
+# Every vCPU stays online across a Xen restore: each record must have been
+# registered again from its own CPU, and Xen must write it again.
+pvread_kmod_test registered 5 "saverestore: after restore" || failed=1
 check "saverestore: mode $expect_mode after restore" [ "$(cat $sys/mode)" = "$expect_mode" ]
 check "saverestore: a resume check for each resume ($((seen - r0)) of $resumes)" \
 	[ "$((seen - r0))" -eq "$resumes" ]
