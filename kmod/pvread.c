@@ -91,8 +91,8 @@ static bool tsc_reliable;
 module_param(tsc_reliable, bool, 0444);
 MODULE_PARM_DESC(tsc_reliable, "Take the TSC as one across vCPUs even where Xen does not say so; the warp check still runs (default 0)");
 
-static int test_mirror_skew;
-module_param(test_mirror_skew, int, 0444);
+static uint test_mirror_skew;
+module_param(test_mirror_skew, uint, 0444);
 MODULE_PARM_DESC(test_mirror_skew, "For tests: the published CLOCK_BOOTTIME this many ns ahead, which the check at load must refuse");
 
 static int test_tsc_skew;
@@ -1104,12 +1104,18 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 		h->error_bound_ns = U64_MAX;
 		h->spread_ns = U64_MAX;
 	}
-	h->updates++;
+	WRITE_ONCE(h->updates, h->updates + 1);
 	pvread_publish(h);
 	pvread_write_end(h);
-	raw_spin_unlock(&pv.lock);
-	if (xen)
+	/*
+	 * Not while suspended: the updates of a Xen save come inside
+	 * stop_machine with interrupts off, and a self-IPI raised then is
+	 * lost across the restore, which would leave the work pending for
+	 * good.  The first update after the resume queues it again.
+	 */
+	if (xen && !pv.suspended)
 		irq_work_queue(&pv.measure_work);
+	raw_spin_unlock(&pv.lock);
 	pv.notify_last_ns = local_clock() - t0;
 	pv.notify_max_ns = max(pv.notify_max_ns, pv.notify_last_ns);
 	return NOTIFY_OK;
@@ -1237,7 +1243,7 @@ static long pvread_reference(struct pvread_reference __user *uref)
  */
 static int pvread_kernel_time_get(struct pvread_kernel_time *kt)
 {
-	struct system_time_snapshot snap;
+	struct system_time_snapshot snap = {};
 	struct timespec64 ts;
 	ktime_t mono, off[TK_OFFS_MAX];
 	unsigned int tries = 0;
@@ -1248,9 +1254,12 @@ static int pvread_kernel_time_get(struct pvread_kernel_time *kt)
 		if (++tries > 100)
 			return -EAGAIN;
 		updates = READ_ONCE(pv.hdr->updates);
+		/* updates before the clocks; pairs with tk_core's seqcount */
 		smp_rmb();
 #ifdef PVREAD_HAVE_SNAPSHOT_ID	/* see Kbuild */
 		ktime_get_snapshot_id(CLOCK_MONOTONIC, &snap);
+		if (!snap.valid)	/* timekeeping suspended */
+			return -EAGAIN;
 		mono = snap.systime;
 		kt->ns[CLOCK_MONOTONIC_RAW] = ktime_to_ns(snap.monoraw);
 #else
@@ -1258,6 +1267,11 @@ static int pvread_kernel_time_get(struct pvread_kernel_time *kt)
 		mono = ktime_sub(snap.real, ktime_mono_to_any(0, TK_OFFS_REAL));
 		kt->ns[CLOCK_MONOTONIC_RAW] = ktime_to_ns(snap.raw);
 #endif
+		/*
+		 * After the snapshot, not before: since 7.x these read the
+		 * live timekeeper without its seqcount, and it takes a new
+		 * update's offsets only after the notifier (updates) ran.
+		 */
 		off[TK_OFFS_REAL] = ktime_mono_to_any(0, TK_OFFS_REAL);
 		off[TK_OFFS_BOOT] = ktime_mono_to_any(0, TK_OFFS_BOOT);
 		off[TK_OFFS_TAI] = ktime_mono_to_any(0, TK_OFFS_TAI);
@@ -1265,6 +1279,7 @@ static int pvread_kernel_time_get(struct pvread_kernel_time *kt)
 		kt->ns[CLOCK_REALTIME_COARSE] = timespec64_to_ns(&ts);
 		ktime_get_coarse_ts64(&ts);
 		kt->ns[CLOCK_MONOTONIC_COARSE] = timespec64_to_ns(&ts);
+		/* the clocks before updates again: no update came between */
 		smp_rmb();
 	} while (READ_ONCE(pv.hdr->updates) != updates);
 	kt->updates = updates;
@@ -1302,6 +1317,8 @@ static s64 pvread_mirror_ns(const struct pvread_timekeeper *m, unsigned int c,
 		shift = m->raw_shift;
 	}
 	d = (cycles - last) & m->mask;
+	if (d & ~(m->mask >> 1))	/* behind cycle_last: the kernel says 0 */
+		d = 0;
 	return b->sec * NSEC_PER_SEC +
 	       (s64)(((unsigned __int128)d * mult + b->snsec) >> shift);
 }
@@ -1334,8 +1351,8 @@ static int pvread_check_mirror(void)
 	u64 updates;
 	s64 d;
 
-	for (i = 0; i < 100 && !READ_ONCE(pv.hdr->updates); i++)
-		msleep(10);
+	for (i = 0; i < 50 && !READ_ONCE(pv.hdr->updates); i++)
+		msleep(20);
 	for (i = 0; i < 100 && done < 3; i++) {
 		if (pvread_kernel_time_get(&kt))
 			continue;
