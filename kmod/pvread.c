@@ -95,6 +95,10 @@ static uint test_mirror_skew;
 module_param(test_mirror_skew, uint, 0444);
 MODULE_PARM_DESC(test_mirror_skew, "For tests: the published CLOCK_BOOTTIME this many ns ahead, which the check at load must refuse");
 
+static uint test_measure_hold_ms;
+module_param(test_measure_hold_ms, uint, 0600);
+MODULE_PARM_DESC(test_measure_hold_ms, "For tests: the next measurement of the records takes this many ms longer (once; reads 0 once taken)");
+
 static int test_tsc_skew;
 module_param(test_tsc_skew, int, 0644);
 MODULE_PARM_DESC(test_tsc_skew, "For tests: the TSC check sees the TSC of the last online CPU go back by this many ticks");
@@ -134,6 +138,13 @@ static struct {
 	bool phys_area;			/* areas by physical address */
 
 	raw_spinlock_t lock;		/* header writes, everything below */
+	/*
+	 * Moves on with every change a measurement depends on: an update of
+	 * the timekeeper, and a republish (records registered or let go,
+	 * suspend and resume).  A measurement made outside the lock is
+	 * published only if it did not move meanwhile.
+	 */
+	u64 gen;
 	cpumask_var_t registered;
 	cpumask_var_t tsc_aux_ok;
 	cpumask_var_t prepared;		/* online callback has run */
@@ -160,6 +171,10 @@ static struct {
 	struct irq_work measure_work;
 	struct dentry *debugfs;
 	u64 notify_max_ns, notify_last_ns, measure_max_ns, measure_last_ns;
+	u64 measure_stale;		/* measurements an update overtook */
+	u64 coarse_held_ns;		/* see pvread_mirror(), at the last update */
+	unsigned int measuring;		/* measurements looking at the records */
+	u64 updates_while_measuring;	/* notifier calls that did not wait */
 
 	/* bound window, only touched under pv.lock by the measurement */
 	u64 window[PVREAD_WINDOW_SEC];
@@ -346,6 +361,7 @@ static void pvread_publish(struct pvread_header *h)
 /* Republish after a change outside the timekeeper; pv.lock held. */
 static void pvread_republish(void)
 {
+	pv.gen++;
 	pv.all_stable = pvread_all_stable();
 	pvread_write_begin(pv.hdr);
 	pvread_publish(pv.hdr);
@@ -560,6 +576,7 @@ struct pvread_meas {
 	u64 lo, hi;		/* lowest and highest of k and every record */
 	u64 rate;		/* this CPU's record: ns per tick << 32 */
 	u64 rate_lo, rate_hi;	/* of all registered records */
+	bool all_stable;	/* every one had Xen's TSC-stable bit */
 };
 
 static u64 pvread_pvti_rate(const struct pvclock_vcpu_time_info *p)
@@ -572,7 +589,10 @@ static u64 pvread_pvti_rate(const struct pvclock_vcpu_time_info *p)
 
 /*
  * How far apart are the registered records and the kernel's own clocksource
- * read, right now?  False when that cannot be told.
+ * read, right now?  False when that cannot be told.  Without pv.lock:
+ * pv.registered may change under the loop, and then pv.gen has moved and
+ * the caller throws the result away.  The records themselves stay mapped
+ * until unload, which waits for the measurement.
  */
 static bool pvread_measure_once(struct clocksource *cs, struct pvread_meas *m)
 {
@@ -587,7 +607,10 @@ static bool pvread_measure_once(struct clocksource *cs, struct pvread_meas *m)
 	m->rate = 0;
 	m->rate_lo = U64_MAX;
 	m->rate_hi = 0;
+	m->all_stable = true;
 	for_each_cpu(cpu, pv.registered) {
+		if (!(READ_ONCE(pvread_pvti(cpu)->flags) & PVCLOCK_TSC_STABLE_BIT))
+			m->all_stable = false;
 		if (!pvread_eval(cpu, m->t0, &c))
 			return false;
 		m->lo = min(m->lo, c);
@@ -986,9 +1009,12 @@ static void pvread_set_base(struct pvread_clock_base *b, u64 sec, u64 snsec,
 	b->snsec = snsec;
 }
 
-/* The conversion the vDSO would get from update_vsyscall(). */
-static void pvread_mirror(struct pvread_timekeeper *m,
-			  const struct timekeeper *tk)
+/*
+ * The conversion the vDSO would get from update_vsyscall().  Returns how
+ * far MONOTONIC_COARSE is held ahead of the kernel's (below), in ns.
+ */
+static u64 pvread_mirror(struct pvread_timekeeper *m,
+			 const struct timekeeper *tk)
 {
 	u32 shift = tk->tkr_mono.shift;
 	u64 one_sec = (u64)NSEC_PER_SEC << shift;
@@ -1000,7 +1026,7 @@ static void pvread_mirror(struct pvread_timekeeper *m,
 #else
 	u64 coarse_ns = xnsec >> shift;
 #endif
-	struct pvread_clock_base coarse;
+	struct pvread_clock_base coarse, now;
 
 	m->cycle_last = tk->tkr_mono.cycle_last;
 	m->mask = tk->tkr_mono.mask;
@@ -1047,10 +1073,12 @@ static void pvread_mirror(struct pvread_timekeeper *m,
 	pvread_set_base(&m->base[CLOCK_MONOTONIC_COARSE], mono_sec,
 			coarse_ns + tk->wall_to_monotonic.tv_nsec,
 			NSEC_PER_SEC);
-	if (coarse.sec > m->base[CLOCK_MONOTONIC_COARSE].sec ||
-	    (coarse.sec == m->base[CLOCK_MONOTONIC_COARSE].sec &&
-	     coarse.snsec > m->base[CLOCK_MONOTONIC_COARSE].snsec))
-		m->base[CLOCK_MONOTONIC_COARSE] = coarse;
+	now = m->base[CLOCK_MONOTONIC_COARSE];
+	if (coarse.sec < now.sec ||
+	    (coarse.sec == now.sec && coarse.snsec <= now.snsec))
+		return 0;
+	m->base[CLOCK_MONOTONIC_COARSE] = coarse;
+	return (coarse.sec - now.sec) * NSEC_PER_SEC + coarse.snsec - now.snsec;
 }
 
 /* Forget the bound's history: a new clocksource or a resume. */
@@ -1094,10 +1122,13 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	}
 	pv.xen_clocksource = xen;
 	pv.tk = *tk;
+	pv.gen++;
+	if (pv.measuring)
+		pv.updates_while_measuring++;
 	pv.last_update_ns = ktime_get_mono_fast_ns();
 
 	pvread_write_begin(h);
-	pvread_mirror(&h->tk, tk);
+	pv.coarse_held_ns = pvread_mirror(&h->tk, tk);
 	if (pv.ln.live)
 		pvread_line_bases(&h->line, tk);
 	if (!xen) {
@@ -1126,22 +1157,46 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
  * every record against the kernel's clock (the spread, the bound over the
  * window, whether the records run at one rate), then the line anchored
  * anew.  Against the timekeeper as it was at the last update, which is
- * what the page's conversion holds; a later update queues this again.
+ * what the page's conversion holds.  The look at every record is made
+ * without pv.lock, so that an update on another CPU, which takes it inside
+ * the timekeeper's write section, never waits for it; if anything changed
+ * meanwhile the result is dropped: an update has queued this again, and a
+ * change of records is measured at the next update.
  */
 static void pvread_measure_work(struct irq_work *work)
 {
 	struct timekeeper *tk = &pv.tk;
 	struct pvread_header *h = pv.hdr;
-	u64 spread = U64_MAX, bound = U64_MAX, now_sec, dev, t0 = local_clock();
-	bool ready = false;
+	u64 spread = U64_MAX, bound = U64_MAX, now_sec, dev, gen;
+	u64 t0 = local_clock();
+	struct clocksource *cs;
+	bool ready = false, measured;
 	struct pvread_meas m;
+	unsigned int hold_ms;
 
 	raw_spin_lock(&pv.lock);
 	if (!pv.xen_clocksource || pv.suspended) {
 		raw_spin_unlock(&pv.lock);
 		return;
 	}
-	if (pvread_measure(tk->tkr_mono.clock, &m))
+	gen = pv.gen;
+	cs = tk->tkr_mono.clock;
+	pv.measuring++;
+	raw_spin_unlock(&pv.lock);
+
+	measured = pvread_measure(cs, &m);
+	hold_ms = xchg(&test_measure_hold_ms, 0);
+	if (hold_ms)
+		mdelay(min(hold_ms, 1000U));
+
+	raw_spin_lock(&pv.lock);
+	pv.measuring--;
+	if (pv.gen != gen) {
+		pv.measure_stale++;
+		raw_spin_unlock(&pv.lock);
+		return;
+	}
+	if (measured)
 		spread = m.hi - m.lo;
 	now_sec = tk->tkr_mono.cycle_last / NSEC_PER_SEC;
 	pv.last_sec = now_sec;
@@ -1156,10 +1211,12 @@ static void pvread_measure_work(struct irq_work *work)
 		bound = pvread_window_bound(now_sec, spread);
 		ready = now_sec >= pv.first_sec + pv.warmup_sec;
 	}
+	/* Rarely not measured: then a look at the bits alone, locked. */
+	pv.all_stable = measured ? m.all_stable && !cpumask_empty(pv.registered) :
+				   pvread_all_stable();
 	if (bound != U64_MAX)
 		bound = pvread_carried_bound(tk, bound);
 	pv.ready = ready;
-	pv.all_stable = pvread_all_stable();
 
 	pvread_write_begin(h);
 	if (ready && pvread_line_reason(pvread_flags()) == PVREAD_LINE_ACTIVE) {
@@ -1329,10 +1386,9 @@ static s64 pvread_mirror_ns(const struct pvread_timekeeper *m, unsigned int c,
  * load, the conversion the page publishes must give the kernel's own
  * answer for every clock at one clocksource value, to the nanosecond; on a
  * kernel whose timekeeper this module does not mirror, it refuses to load
- * rather than serve a wrong time.  MONOTONIC_COARSE may be ahead by the
- * little the module holds it where the kernel's would step back.
+ * rather than serve a wrong time.  MONOTONIC_COARSE may be ahead by
+ * exactly what the module held it by where the kernel's stepped back.
  */
-#define PVREAD_COARSE_HOLD_NS	10000
 static int pvread_check_mirror(void)
 {
 	static const char * const names[PVREAD_NR_CLOCK_BASES] = {
@@ -1348,7 +1404,7 @@ static int pvread_check_mirror(void)
 	struct pvread_kernel_time kt;
 	unsigned long irqflags;
 	unsigned int i, c, done = 0;
-	u64 updates;
+	u64 updates, held;
 	s64 d;
 
 	for (i = 0; i < 50 && !READ_ONCE(pv.hdr->updates); i++)
@@ -1359,6 +1415,7 @@ static int pvread_check_mirror(void)
 		raw_spin_lock_irqsave(&pv.lock, irqflags);
 		m = pv.hdr->tk;
 		updates = pv.hdr->updates;
+		held = pv.coarse_held_ns;
 		raw_spin_unlock_irqrestore(&pv.lock, irqflags);
 		if (!updates || updates != kt.updates)
 			continue;
@@ -1366,8 +1423,7 @@ static int pvread_check_mirror(void)
 			if (!names[c])
 				continue;
 			d = pvread_mirror_ns(&m, c, kt.cycles) - kt.ns[c];
-			if (!d || (c == CLOCK_MONOTONIC_COARSE && d > 0 &&
-				   d <= PVREAD_COARSE_HOLD_NS))
+			if (!d || (c == CLOCK_MONOTONIC_COARSE && d == held))
 				continue;
 			pr_err("Linux %s: %s by the mirrored timekeeper is %lld ns off the kernel's: not a timekeeper this module mirrors, not loading\n",
 			       init_utsname()->release, names[c], d);
@@ -2010,6 +2066,10 @@ static void pvread_debugfs_init(void)
 			   &pv.measure_max_ns);
 	debugfs_create_u64("measure_last_ns", 0400, pv.debugfs,
 			   &pv.measure_last_ns);
+	debugfs_create_u64("measure_stale", 0400, pv.debugfs,
+			   &pv.measure_stale);
+	debugfs_create_u64("updates_while_measuring", 0400, pv.debugfs,
+			   &pv.updates_while_measuring);
 }
 
 static int __init pvread_init(void)

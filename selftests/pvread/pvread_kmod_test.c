@@ -21,6 +21,9 @@
  *   registered [SEC [NAME]]  every online vCPU's record registered, by that
  *                       CPU itself, and rewritten by Xen within SEC
  *                       seconds (NAME: the tests' prefix, default registered)
+ *   overtaken           a timekeeper update made while a measurement of the
+ *                       records is held does not wait for it, and the
+ *                       measurement is dropped (needs debugfs)
  *   line-rate [PPM]     the line's ns per TSC tick against every registered
  *                       record's, within PPM (default 10000, 1%)
  *
@@ -870,6 +873,110 @@ static void test_mirror(int n)
 	       "on xen" : "not on xen", mode_name(h.mode));
 }
 
+/* ---- the timekeeper's update never waits for a measurement ---- */
+
+#define DEBUGFS "/sys/kernel/debug/pvread/"
+#define HOLD_PARAM "/sys/module/pvread/parameters/test_measure_hold_ms"
+
+/* A number from a one-line file; -1 if unreadable. */
+static long long read_number(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%lld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static bool write_string(const char *path, const char *s)
+{
+	FILE *f = fopen(path, "w");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fputs(s, f) >= 0;
+	return fclose(f) == 0 && ok;
+}
+
+static int set_tai(int tai)
+{
+	struct timex tx = { .modes = ADJ_TAI, .constant = tai };
+
+	return adjtimex(&tx);
+}
+
+/*
+ * After each timekeeper update the module looks at every vCPU's record;
+ * the update itself (the notifier, inside the timekeeper's write section,
+ * which every ktime_get() on every CPU waits for) must not wait for that
+ * look, which grows with the vCPUs.  So: one measurement is held 200 ms in
+ * its look (test_measure_hold_ms) while this process, on another CPU, makes
+ * two updates (the TAI offset there and back).  The module counts the
+ * updates that came while a measurement was looking, and the measurements
+ * it dropped because an update overtook them: with the look under the
+ * module's lock both stay 0.  The held CPU runs the tick, so this process
+ * runs on the last CPU; an attempt whose hold began on this CPU (the
+ * updates then came after it) is tried again.
+ */
+static void test_overtaken(void)
+{
+	long long w0, w1 = -1, s0, s1 = -1, cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	struct timex tx = { 0 };
+	int attempt, attempts = 0, tai, tai_set, i;
+	bool taken = false;
+	cpu_set_t set;
+
+	if (cpus < 2) {
+		printf("ok - measure: an update does not wait for the records' measurement # SKIP one vCPU: the held measurement would hold the only CPU\n");
+		return;
+	}
+	CPU_ZERO(&set);
+	CPU_SET(cpus - 1, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+	adjtimex(&tx);
+	tai = tx.tai;
+	tai_set = tai == 37 ? 36 : 37;
+	w0 = read_number(DEBUGFS "updates_while_measuring");
+	s0 = read_number(DEBUGFS "measure_stale");
+	if (w0 < 0 || s0 < 0 || read_number(HOLD_PARAM) < 0) {
+		report(false, "measure: an update does not wait for the records' measurement (no %s or %s)",
+		       DEBUGFS "updates_while_measuring", HOLD_PARAM);
+		return;
+	}
+	for (attempt = 1; attempt <= 5; attempt++) {
+		attempts = attempt;
+		if (!write_string(HOLD_PARAM, "200"))
+			break;
+		/* Taken by the measurement after the next tick's update. */
+		for (i = 0; i < 2000 && read_number(HOLD_PARAM) != 0; i++)
+			usleep(1000);
+		taken = read_number(HOLD_PARAM) == 0;
+		if (set_tai(tai_set) < 0 || set_tai(tai) < 0)
+			break;
+		usleep(300000);
+		w1 = read_number(DEBUGFS "updates_while_measuring");
+		s1 = read_number(DEBUGFS "measure_stale");
+		if (w1 > w0)
+			break;
+	}
+	write_string(HOLD_PARAM, "0");
+	printf("# measure: updates while a measurement looked %lld -> %lld, measurements dropped %lld -> %lld, %d attempt(s)\n",
+	       w0, w1, s0, s1, attempts);
+	report(taken && w1 > w0,
+	       "measure: an update does not wait for the records' measurement");
+	report(s1 > s0, "measure: a measurement an update overtook is dropped");
+	report(mirror_exact("measure", 100),
+	       "measure: after the held measurement: the page's conversion is the kernel's");
+	memset(&tx, 0, sizeof(tx));
+	adjtimex(&tx);
+	report(tx.tai == tai, "measure: TAI offset put back (%d)", tx.tai);
+}
+
 /* ---- registration: every online vCPU, by itself, kept current ---- */
 
 /* The CPUs in sysfs list @path ("0-1,3"), as a mask; -1 if unreadable. */
@@ -1171,7 +1278,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: pvread_kmod_test [--mode MODE] hdr | wait-mode MODE SEC | stable | clocksource CS... |\n"
 		"                        hotplug CPU N | jumps | line-rate [PPM] | mirror [N] |\n"
-		"                        registered [SEC [NAME]]\n"
+		"                        registered [SEC [NAME]] | overtaken\n"
 		"  MODE: none, percpu, stable, line or a number; --mode: the mode to expect (default line)\n");
 	exit(2);
 }
@@ -1216,6 +1323,8 @@ int main(int argc, char **argv)
 		test_jumps();
 	} else if (!strcmp(argv[1], "mirror") && argc <= 3) {
 		test_mirror(argc == 3 ? atoi(argv[2]) : 10000);
+	} else if (!strcmp(argv[1], "overtaken") && argc == 2) {
+		test_overtaken();
 	} else if (!strcmp(argv[1], "registered") && argc <= 4) {
 		test_registered(argc >= 3 ? atof(argv[2]) : 5,
 				argc == 4 ? argv[3] : "registered");
