@@ -2,95 +2,46 @@
 # The test-machine matrix, shared by vm/check and vm/soak. Sourced after
 # lib.sh, from the top of the repository.
 #
-# A machine is a name, the vm/run arguments that boot it, the guest script
-# that runs the suite in it, the payload it gets (6.1: the host's Linux 6.1
-# build; 6.1+jvm: that plus a JVM; a platform of vm/platforms/: the same
-# user programs with the modules built for that platform's kernel), the
-# module parameters every load of pvread.ko in it takes (optional), and the
-# mode and sysfs line state the module must settle in, MODE/LINE (optional;
-# else percpu/off with line=0, line/active without). The guest gets them as
-# PVREAD_KMOD_ARGS, which the guest scripts and pvread_test --stress use for
-# every insmod, and PVREAD_EXPECT (selftests/pvread/pvread_lib.sh).
-#
-# Line mode needs one TSC across vCPUs that someone vouches for: Xen does
-# when it emulates rdtsc or finds the host's TSC safe (its CPUID time leaf,
-# sysfs xen_tsc). Under QEMU TCG it never finds the TSC safe, and it does
-# not emulate dom0's or a tsc_mode=native domU's, so those machines load
-# with tsc_reliable=1 (QEMU runs one TSC for every vCPU; the module's own
-# cross-vCPU check still runs). And it needs the vCPUs' records at one
-# rate: QEMU TCG offers no invariant TSC, so Xen calibrates each pCPU's
-# TSC on its own, and with two vCPUs or more on the native TSC the records
-# run up to 1 % apart (measured) and the module stays per-CPU, line state
-# "rates". With one vCPU there is one record; a domU under xl's default
-# tsc_mode is emulated (emulated=1): one rate for all its vCPUs, and Xen
-# vouches. Those are the line-mode machines.
+# A machine is a file of vm/machines/ (see vm/machines/README): how to boot
+# it, the guest script that runs the suite in it, the payload it gets, the
+# module parameters every load of pvread.ko in it takes, and the mode and
+# sysfs line state the module must settle in. The guest gets the last two
+# as PVREAD_KMOD_ARGS, which the guest scripts and pvread_test --stress
+# use for every insmod, and PVREAD_EXPECT (selftests/pvread/pvread_lib.sh).
+MACHINES_DIR=$VM_DIR/machines
 
-# name | vm/run MACHINE and options | guest script | payload | parameters | expected
-MATRIX_SPECS=(
-    # Linux 6.1 dom0 picks tsc with 1 vCPU (measured): select xen first.
-    "xen417-1cpu|xen --smp 1 --clocksource xen|pvread_xen.sh|6.1|tsc_reliable=1|line/active"
-    "xen417-2cpu|xen --smp 2|pvread_xen.sh|6.1|tsc_reliable=1|percpu/rates"
-    # line=0: per-CPU mode by the parameter.
-    "xen417-2cpu-percpu|xen --smp 2|pvread_xen.sh|6.1|line=0|percpu/off"
-    "xen417-4cpu|xen --smp 4|pvread_xen.sh|6.1|tsc_reliable=1|percpu/rates"
-    "plain|plain --smp 2|pvread_plain.sh|6.1||"
-    # Linux 6.12 dom0 starts on tsc and moves to xen only once its watchdog
-    # finds the TSC unstable (a few seconds in, under TCG): select xen first.
-    "xen420-1cpu|xen420 --smp 1 --clocksource xen|pvread_xen.sh|xen420|tsc_reliable=1|line/active"
-    "xen420-2cpu|xen420 --smp 2 --clocksource xen|pvread_xen.sh|xen420|tsc_reliable=1|percpu/rates"
-    "xen420-4cpu|xen420 --smp 4 --clocksource xen|pvread_xen.sh|xen420|tsc_reliable=1|percpu/rates"
-    # The newest generation: Debian sid's Linux 7.2 dom0 on Xen 4.20.4.
-    "sid-2cpu|sid --smp 2 --clocksource xen|pvread_xen.sh|sid|tsc_reliable=1|percpu/rates"
-    # domU machines: "domu ARGS" means vm/run-domu ARGS (a Xen 4.17 machine
-    # whose dom0 starts a domU with xl; the suite runs in the domU).
-    # tsc_mode native: Xen's default emulates the domU's TSC under TCG
-    # (every rdtscp traps: 25 min instead of 3), where real hardware with an
-    # invariant TSC runs it natively.
-    "xen417-domu-pv|domu --tsc-mode native|pvread_xen.sh|6.1|tsc_reliable=1|percpu/rates"
-    # xl save + xl restore 20 s into a 60 s stress reader in the domU,
-    # per-CPU by the parameter. Line mode across save/restore is the
-    # tscfreq machine's, where Xen emulates the TSC and vouches for it.
-    "xen417-domu-save|domu --tsc-mode native --save-restore 20|domu-saverestore.sh 60|6.1|line=0|percpu/off"
-    # PVH needs HVM inside the emulated machine: QEMU TCG's SVM.
-    "xen417-domu-pvh|domu --tsc-mode native --type pvh --cpu qemu64,+rdtscp,+svm,+npt|pvread_xen.sh|6.1|tsc_reliable=1|percpu/rates"
-    # Live migration needs log-dirty paging: HAP (the +npt) for a PVH
-    # domU; Debian builds Xen without shadow paging, which a PV domU
-    # would need. xl save + restore at 15 s, xl migrate at 35 s.
-    "xen417-domu-migrate|domu --tsc-mode native --type pvh --cpu qemu64,+rdtscp,+svm,+npt --save-restore 15 --migrate 35|domu-saverestore.sh 60 150 2|6.1|line=0|percpu/off"
-    # Restored as if on another host: the image's TSC frequency set to
-    # 1.5 GHz (xl-tsc-khz), which Xen's default tsc_mode then emulates --
-    # and so vouches for: no tsc_reliable here. Line mode on 2 vCPUs:
-    # after the resume also pvread_order and the TSC warp test.
-    "xen417-domu-tscfreq|domu --save-restore 20 --tsc-khz 1500000|domu-saverestore.sh 60 150 1 new-scale|6.1||line/active"
-    # A JVM calling currentTimeMillis/nanoTime without and with the shim:
-    # the 6.1 payload plus a jlink'd java.base of Debian's OpenJDK 17.
-    "xen417-jvm|xen --smp 1 --clocksource xen --mem 1536|pvread_jvm.sh|6.1+jvm|tsc_reliable=1|line/active"
-)
-# The default run (CI): every vCPU count on the first generation (line
-# mode with one vCPU, per-CPU for rates apart with more), the plain guest,
-# the second and third generations with 2 vCPUs, a PV domU and its save/restore
-# (per-CPU by line=0), and the emulated-TSC domU's (line mode on 2 vCPUs,
-# onto another TSC frequency). The PVH domUs are in --full only: once in about
-# ten runs a PVH vCPU triple-faults as it comes online under QEMU TCG's
-# nested SVM (see vm/README.md).
-MATRIX_DEFAULT=(xen417-1cpu xen417-2cpu xen417-4cpu plain
-                xen420-2cpu sid-2cpu xen417-domu-pv xen417-domu-save xen417-domu-tscfreq)
-
-matrix_names() { local s; for s in "${MATRIX_SPECS[@]}"; do echo "${s%%|*}"; done; }
-
-# matrix_spec NAME: set M_RUN (array of vm/run arguments), M_SCRIPT, M_KMOD,
-# M_PARAMS (the module parameters, may be empty), M_EXPECT (MODE/LINE, may
-# be empty).
-matrix_spec() {
-    local s name run
-    for s in "${MATRIX_SPECS[@]}"; do
-        name=${s%%|*}
-        [[ $name == "$1" ]] || continue
-        IFS='|' read -r name run M_SCRIPT M_KMOD M_PARAMS M_EXPECT <<<"$s"
-        read -r -a M_RUN <<<"$run"
-        return 0
+# Every machine, by name.
+matrix_names() {
+    local f
+    for f in "$MACHINES_DIR"/*; do
+        f=${f##*/}
+        [[ $f =~ ^[a-z0-9][a-z0-9-]*$ ]] && echo "$f"
     done
-    return 1
+}
+
+# The default run, in vm/machines/DEFAULT's order.
+mapfile -t MATRIX_DEFAULT < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$MACHINES_DIR/DEFAULT")
+
+# matrix_spec NAME: set M_RUN (array: the vm/run MACHINE and its options,
+# or domu and vm/run-domu's), M_SCRIPT, M_KMOD (the payload), M_PARAMS
+# (may be empty), M_EXPECT (MODE/LINE, may be empty) from NAME's file.
+# False for a name that is no machine.
+matrix_spec() {
+    local f=$MACHINES_DIR/$1 opts
+    [[ $1 =~ ^[a-z0-9][a-z0-9-]*$ && -f $f ]] || return 1
+    local MACHINE_BOOT='' MACHINE_SMP='' MACHINE_CLOCKSOURCE='' MACHINE_OPTIONS=''
+    local MACHINE_SUITE='' MACHINE_PAYLOAD='' MACHINE_PARAMS='' MACHINE_EXPECT=''
+    # shellcheck disable=SC1090
+    source "$f"
+    [[ -n $MACHINE_BOOT && -n $MACHINE_SUITE && -n $MACHINE_PAYLOAD ]] ||
+        die "$f must set MACHINE_BOOT, MACHINE_SUITE and MACHINE_PAYLOAD (see vm/machines/README)"
+    M_RUN=("$MACHINE_BOOT")
+    [[ -z $MACHINE_SMP ]] || M_RUN+=(--smp "$MACHINE_SMP")
+    [[ -z $MACHINE_CLOCKSOURCE ]] || M_RUN+=(--clocksource "$MACHINE_CLOCKSOURCE")
+    read -r -a opts <<<"$MACHINE_OPTIONS"
+    M_RUN+=("${opts[@]}")
+    M_SCRIPT=$MACHINE_SUITE M_KMOD=$MACHINE_PAYLOAD
+    M_PARAMS=$MACHINE_PARAMS M_EXPECT=$MACHINE_EXPECT
 }
 
 # matrix_check_names NAME...: die on an unknown machine name, or on
@@ -99,6 +50,10 @@ matrix_check_names() {
     local n
     for n in "$@"; do
         matrix_spec "$n" || die "unknown machine '$n' (known: $(matrix_names | tr '\n' ' '))"
+        [[ ${M_RUN[0]} =~ ^(xen|plain|domu)$ || -f $VM_DIR/platforms/${M_RUN[0]} ]] ||
+            die "machine '$n': MACHINE_BOOT '${M_RUN[0]}' is not xen, plain, domu or a platform ($(platform_names))"
+        [[ ${M_RUN[0]} != domu || ! ${M_RUN[*]} =~ --smp ]] ||
+            die "machine '$n': MACHINE_SMP is not for a domu machine"
         [[ $M_KMOD == 6.1 || $M_KMOD == 6.1+jvm || -f $VM_DIR/platforms/$M_KMOD ]] ||
             die "machine '$n': payload '$M_KMOD' is not 6.1, 6.1+jvm or a platform ($(platform_names))"
         [[ $M_PARAMS =~ ^[A-Za-z0-9_.,=\ -]*$ ]] ||

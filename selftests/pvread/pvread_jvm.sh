@@ -8,7 +8,7 @@
 # the shim, almost none; without, one per call).  The calls per second and
 # their ratio are figures on "# " lines, not tests.  PVREAD_MAX_ERROR_NS is
 # raised, as in pvread_shim.sh.
-# Usage: pvread_jvm.sh [MODULE] [N]   (payload: vm/matrix.sh's 6.1+jvm)
+# Usage: pvread_jvm.sh [MODULE] [N]   (payload 6.1+jvm: vm/machines/xen417-jvm)
 mod=${1:-./pvread.ko}
 n=${2:-1000000}
 . "$(dirname "$0")/pvread_lib.sh"

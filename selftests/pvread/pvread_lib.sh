@@ -15,13 +15,13 @@ check_dmesg() {
 }
 
 # Module parameters for every insmod of the suite, in one place: the
-# machine's (vm/matrix.sh sets PVREAD_KMOD_ARGS in the guest's command),
+# machine's (MACHINE_PARAMS in vm/machines/NAME, which vm/matrix.sh puts in the guest's command),
 # e.g. "line=0" (per-CPU mode) or "tsc_reliable=1".  pvread_test --stress
 # reloads with them too.
 PVREAD_KMOD_ARGS=${PVREAD_KMOD_ARGS-}
 export PVREAD_KMOD_ARGS
 # The mode the module settles in and its sysfs "line", the reason: the
-# machine's (vm/matrix.sh sets PVREAD_EXPECT=MODE/LINE, e.g. percpu/rates
+# machine's (MACHINE_EXPECT in vm/machines/NAME: PVREAD_EXPECT=MODE/LINE, e.g. percpu/rates
 # where Xen runs the vCPUs' records at rates apart); without it percpu/off
 # when loaded with line=0, else line/active.
 expect_mode=line
@@ -49,6 +49,6 @@ pvread_state() {
 	_r() { cat "$_s/$1" 2>/dev/null || echo -; }
 	echo "# pvread${1:+ $1}: mode $(_r mode), line $(_r line), xen_tsc \"$(_r xen_tsc)\", bound $(_r error_bound_ns) ns, spread $(_r spread_ns) ns, tsc_warp $(_r tsc_warp), line_anchors $(_r line_anchors), parameters \"$PVREAD_KMOD_ARGS\""
 	if [ "$expect_mode" = line ] && [ "$(_r line)" = unvouched ]; then
-		echo "# pvread: nobody vouches for one TSC across vCPUs here (xen_tsc \"$(_r xen_tsc)\"): line mode needs tsc_reliable=1 in this machine's parameters (vm/matrix.sh)"
+		echo "# pvread: nobody vouches for one TSC across vCPUs here (xen_tsc \"$(_r xen_tsc)\"): line mode needs tsc_reliable=1 in this machine's parameters (vm/machines/)"
 	fi
 }

@@ -5,7 +5,7 @@
 # Prints "ok"/"not ok" lines for each check; exits non-zero when any failed.
 # Usage: [PVREAD_KMOD_ARGS=...] pvread_xen.sh [MODULE] [pvread_test options...]
 # PVREAD_KMOD_ARGS: the module's parameters for every load (the machine's,
-# from vm/matrix.sh); PVREAD_EXPECT: the mode and line state it must settle
+# MACHINE_PARAMS in vm/machines/NAME); PVREAD_EXPECT: the mode and line state it must settle
 # in (see pvread_lib.sh).
 mod=${1:-./pvread.ko}
 [ $# -gt 0 ] && shift
