@@ -262,13 +262,12 @@ while xl domid $NAME >/dev/null 2>&1; do
 done
 # Kernel splats in the domU, as vm/run scans dom0's console.
 # shellcheck disable=SC2086 # a list of paths without blanks
-splats=$(cat $CONLOGS | tr -d '\r' | grep -aE '^ *\[ *[0-9]+\.[0-9]+\]' |
-	grep -acE 'Oops|BUG:|WARNING:|general protection fault|Call Trace:|refcount_t:')
+bad=$(cat $CONLOGS | tr -d '\r' | grep -aE '^ *\[ *[0-9]+\.[0-9]+\]' |
+	sh "$(dirname "$0")/pvread_badness.sh")
+splats=$(printf '%s' "$bad" | grep -c '')
 if [ "$splats" -ne 0 ]; then
 	say "warning: the domU console shows $splats oops/BUG/WARNING lines:"
-	# shellcheck disable=SC2086
-	cat $CONLOGS | tr -d '\r' | grep -aE 'Oops|BUG:|WARNING:|general protection fault|Call Trace:|refcount_t:' |
-		head -n 20 | sed 's/^/# domU console | /'
+	printf '%s\n' "$bad" | head -n 20 | sed 's/^/# domU console | /'
 fi
 say "domU gone; exit $rc"
 exit "$rc"
