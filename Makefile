@@ -13,14 +13,19 @@ kmod:
 user:
 	$(MAKE) -C user
 
-$(KSFT_DIR)/kselftest.h:
+KSFT_TREE := $(KSFT_DIR)/tree/tools/testing/selftests
+
+$(KSFT_TREE)/run_kselftest.sh:
 	selftests/get-kselftest-headers $(KSFT_DIR)
 
-selftests: user $(KSFT_DIR)/kselftest.h
+selftests: user $(KSFT_TREE)/run_kselftest.sh
 	$(MAKE) -C selftests/pvread KSFT_DIR=$(KSFT_DIR) OUTPUT=$(CURDIR)/build/selftests
 
 # What the test machines get in /opt/pvread.
 # pvread_test_cs.ko: a second clocksource for the clocksource-switch tests.
+# kselftest/: the suite as a kernel tree installs it (make -C
+# tools/testing/selftests TARGETS=pvread install, through the part of the
+# 6.1 tree that get-kselftest-headers extracts): run_kselftest.sh -c pvread.
 payload: all
 	$(MAKE) -C selftests/pvread/test_cs
 	rm -rf $(PAYLOAD) && mkdir -p $(PAYLOAD)/bin
@@ -30,6 +35,9 @@ payload: all
 	   build/selftests/pvread_order user/build/pvread-status user/build/pvread-bench \
 	   user/build/test/timeloop $(PAYLOAD)/bin/
 	mkdir -p $(PAYLOAD)/lib && cp user/build/libpvread-preload.so $(PAYLOAD)/lib/
+	rm -rf $(KSFT_TREE)/pvread && cp -r selftests/pvread $(KSFT_TREE)/pvread
+	$(MAKE) -C $(KSFT_TREE) TARGETS=pvread PVREAD_ROOT=$(CURDIR) \
+		KSFT_INSTALL_PATH=$(CURDIR)/$(PAYLOAD)/kselftest install
 
 demo check:
 	vm/$@

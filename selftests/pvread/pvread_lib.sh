@@ -29,6 +29,33 @@ check_dmesg() {
 	check "dmesg clean (no BUG, WARNING, Oops, Call Trace, refcount)" [ -z "$bad" ]
 }
 
+# run_kselftest_pvread pass|skip: the suite as a kernel tree installs it
+# (the payload's kselftest/, from make -C tools/testing/selftests
+# TARGETS=pvread install), run as a kernel developer would:
+# run_kselftest.sh -c pvread.  Its output is shown on "# " lines; the
+# verdict is its result line for pvread_test, which must be a pass (pass)
+# or a skip that says why (skip).  Shorter reads than the runner's default
+# (the runner's own KSELFTEST_<TEST>_ARGS), as the guest scripts have just
+# run the full length: 9 s instead of 49 on 2 vCPUs under TCG.
+run_kselftest_pvread() {
+	KSELFTEST_PVREAD_TEST_ARGS=${KSELFTEST_PVREAD_TEST_ARGS-"--seconds 0.2 --reads 10000"}
+	export KSELFTEST_PVREAD_TEST_ARGS
+	ksft=$pvread_dir/kselftest/run_kselftest.sh
+	name="kselftest: run_kselftest.sh -c pvread"
+	if [ ! -x "$ksft" ]; then
+		echo "not ok - $name: no $ksft in the payload"
+		failed=1
+		return
+	fi
+	out=$("$ksft" -c pvread 2>&1)
+	echo "$out" | sed 's/^/# kselftest| /'
+	res=$(echo "$out" | grep -E '^(not )?ok [0-9]+ selftests: pvread: pvread_test')
+	case $1 in
+	pass) check "$name passes" sh -c 'echo "$0" | grep -q "^ok " && ! echo "$0" | grep -q "# SKIP"' "$res" ;;
+	skip) check "$name skips, saying why" sh -c 'echo "$0" | grep -q "^ok .*# SKIP" && echo "$1" | grep -q "^# 1\.\.0 # SKIP ."' "$res" "$out" ;;
+	esac
+}
+
 # Module parameters for every insmod of the suite, in one place: the
 # machine's (MACHINE_PARAMS in vm/machines/NAME, which vm/matrix.sh puts in the guest's command),
 # e.g. "line=0" (per-CPU mode) or "tsc_reliable=1".  pvread_test --stress
