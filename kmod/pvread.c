@@ -63,6 +63,8 @@ static_assert(sizeof(struct pvread_header) <= PAGE_SIZE);
 #define PVREAD_WINDOW_SEC	16
 #define PVREAD_WARMUP_SEC	2
 #define PVREAD_BOUND_SLACK_NS	1000
+/* Measurements dropped in a row before one is made under the lock. */
+#define PVREAD_MEASURE_MAX_DROPS	4
 
 /*
  * The line (PVREAD_MODE_LINE).  Each timekeeping update re-anchors it where
@@ -96,8 +98,21 @@ module_param(test_mirror_skew, uint, 0444);
 MODULE_PARM_DESC(test_mirror_skew, "For tests: the published CLOCK_BOOTTIME this many ns ahead, which the check at load must refuse");
 
 static uint test_measure_hold_ms;
-module_param(test_measure_hold_ms, uint, 0600);
-MODULE_PARM_DESC(test_measure_hold_ms, "For tests: the next measurement of the records takes this many ms longer (once; reads 0 once taken)");
+static int test_hold_not_cpu = -1;
+
+/* The writer's CPU is never the one held: the test's updates come from it. */
+static int pvread_hold_set(const char *val, const struct kernel_param *kp)
+{
+	WRITE_ONCE(test_hold_not_cpu, raw_smp_processor_id());
+	return param_set_uint(val, kp);
+}
+
+static const struct kernel_param_ops pvread_hold_ops = {
+	.set = pvread_hold_set,
+	.get = param_get_uint,
+};
+module_param_cb(test_measure_hold_ms, &pvread_hold_ops, &test_measure_hold_ms, 0600);
+MODULE_PARM_DESC(test_measure_hold_ms, "For tests: the next measurement of the records, on a CPU other than the writer's, starts this many ms late (at most 1000; once; reads 0 once taken)");
 
 static int test_tsc_skew;
 module_param(test_tsc_skew, int, 0644);
@@ -172,6 +187,8 @@ static struct {
 	struct dentry *debugfs;
 	u64 notify_max_ns, notify_last_ns, measure_max_ns, measure_last_ns;
 	u64 measure_stale;		/* measurements an update overtook */
+	unsigned int measure_drops;	/* ... in a row */
+	u64 measure_locked;		/* made under pv.lock after that */
 	u64 coarse_held_ns;		/* see pvread_mirror(), at the last update */
 	unsigned int measuring;		/* measurements looking at the records */
 	u64 updates_while_measuring;	/* notifier calls that did not wait */
@@ -1152,6 +1169,19 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	return NOTIFY_OK;
 }
 
+/* test_measure_hold_ms: a measurement held before it looks, for a test. */
+static void pvread_test_hold(void)
+{
+	unsigned int ms;
+
+	if (likely(!READ_ONCE(test_measure_hold_ms)) ||
+	    smp_processor_id() == READ_ONCE(test_hold_not_cpu))
+		return;
+	ms = xchg(&test_measure_hold_ms, 0);
+	if (ms)
+		mdelay(min(ms, 1000U));
+}
+
 /*
  * After each update, once interrupts are on again on the CPU that made it:
  * every record against the kernel's clock (the spread, the bound over the
@@ -1172,30 +1202,40 @@ static void pvread_measure_work(struct irq_work *work)
 	struct clocksource *cs;
 	bool ready = false, measured;
 	struct pvread_meas m;
-	unsigned int hold_ms;
 
 	raw_spin_lock(&pv.lock);
 	if (!pv.xen_clocksource || pv.suspended) {
 		raw_spin_unlock(&pv.lock);
 		return;
 	}
-	gen = pv.gen;
 	cs = tk->tkr_mono.clock;
-	pv.measuring++;
-	raw_spin_unlock(&pv.lock);
-
-	measured = pvread_measure(cs, &m);
-	hold_ms = xchg(&test_measure_hold_ms, 0);
-	if (hold_ms)
-		mdelay(min(hold_ms, 1000U));
-
-	raw_spin_lock(&pv.lock);
-	pv.measuring--;
-	if (pv.gen != gen) {
-		pv.measure_stale++;
+	if (pv.measure_drops < PVREAD_MEASURE_MAX_DROPS) {
+		gen = pv.gen;
+		pv.measuring++;
 		raw_spin_unlock(&pv.lock);
-		return;
+
+		pvread_test_hold();
+		measured = pvread_measure(cs, &m);
+
+		raw_spin_lock(&pv.lock);
+		pv.measuring--;
+		if (pv.gen != gen) {
+			pv.measure_stale++;
+			pv.measure_drops++;
+			raw_spin_unlock(&pv.lock);
+			return;
+		}
+	} else {
+		/*
+		 * Updates came faster than the look at the records, this
+		 * many times in a row: this once under the lock, so that the
+		 * bound and the line are never older than that.  The updates
+		 * wait for it, as every one did before.
+		 */
+		pv.measure_locked++;
+		measured = pvread_measure(cs, &m);
 	}
+	pv.measure_drops = 0;
 	if (measured)
 		spread = m.hi - m.lo;
 	now_sec = tk->tkr_mono.cycle_last / NSEC_PER_SEC;
@@ -1212,8 +1252,7 @@ static void pvread_measure_work(struct irq_work *work)
 		ready = now_sec >= pv.first_sec + pv.warmup_sec;
 	}
 	/* Rarely not measured: then a look at the bits alone, locked. */
-	pv.all_stable = measured ? m.all_stable && !cpumask_empty(pv.registered) :
-				   pvread_all_stable();
+	pv.all_stable = measured ? m.all_stable : pvread_all_stable();
 	if (bound != U64_MAX)
 		bound = pvread_carried_bound(tk, bound);
 	pv.ready = ready;
@@ -1423,7 +1462,7 @@ static int pvread_check_mirror(void)
 			if (!names[c])
 				continue;
 			d = pvread_mirror_ns(&m, c, kt.cycles) - kt.ns[c];
-			if (!d || (c == CLOCK_MONOTONIC_COARSE && d == held))
+			if (!d || (c == CLOCK_MONOTONIC_COARSE && (u64)d == held))
 				continue;
 			pr_err("Linux %s: %s by the mirrored timekeeper is %lld ns off the kernel's: not a timekeeper this module mirrors, not loading\n",
 			       init_utsname()->release, names[c], d);
@@ -2068,8 +2107,22 @@ static void pvread_debugfs_init(void)
 			   &pv.measure_last_ns);
 	debugfs_create_u64("measure_stale", 0400, pv.debugfs,
 			   &pv.measure_stale);
+	debugfs_create_u64("measure_locked", 0400, pv.debugfs,
+			   &pv.measure_locked);
 	debugfs_create_u64("updates_while_measuring", 0400, pv.debugfs,
 			   &pv.updates_while_measuring);
+}
+
+/*
+ * No measurement running, before the pages go.  irq_work_sync() is not
+ * enough alone: a run queued while another still looks at the records can
+ * start on another CPU, finish first and clear the work's busy flag.  Both
+ * run with interrupts off, which an RCU grace period waits for.
+ */
+static void pvread_measure_sync(void)
+{
+	irq_work_sync(&pv.measure_work);
+	synchronize_rcu();
 }
 
 static int __init pvread_init(void)
@@ -2163,7 +2216,7 @@ err_syscore:
 	cancel_work_sync(&pv.resume_work);
 err_notifier:
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
-	irq_work_sync(&pv.measure_work);
+	pvread_measure_sync();
 err_areas:
 	cancel_work_sync(&pv.check_work);
 	pvread_release_areas();
@@ -2184,7 +2237,7 @@ static void __exit pvread_exit(void)
 	cancel_work_sync(&pv.resume_work);
 	cancel_work_sync(&pv.check_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
-	irq_work_sync(&pv.measure_work);
+	pvread_measure_sync();
 	pvread_release_areas();
 	pvread_free();
 }

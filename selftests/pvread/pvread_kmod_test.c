@@ -919,25 +919,23 @@ static int set_tai(int tai)
  * two updates (the TAI offset there and back).  The module counts the
  * updates that came while a measurement was looking, and the measurements
  * it dropped because an update overtook them: with the look under the
- * module's lock both stay 0.  The held CPU runs the tick, so this process
- * runs on the last CPU; an attempt whose hold began on this CPU (the
- * updates then came after it) is tried again.
+ * module's lock both stay 0.  The module never holds the CPU that wrote the
+ * parameter; the measurements run on the CPU that made the update, the
+ * tick's, so each attempt writes from another of this process's CPUs.
  */
 static void test_overtaken(void)
 {
-	long long w0, w1 = -1, s0, s1 = -1, cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long long w0, w1 = -1, s0, s1 = -1;
 	struct timex tx = { 0 };
-	int attempt, attempts = 0, tai, tai_set, i;
+	int attempt, attempts = 0, tai, tai_set, i, cpu = -1;
 	bool taken = false;
-	cpu_set_t set;
+	cpu_set_t allowed, set;
 
-	if (cpus < 2) {
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) ||
+	    CPU_COUNT(&allowed) < 2) {
 		printf("ok - measure: an update does not wait for the records' measurement # SKIP one vCPU: the held measurement would hold the only CPU\n");
 		return;
 	}
-	CPU_ZERO(&set);
-	CPU_SET(cpus - 1, &set);
-	sched_setaffinity(0, sizeof(set), &set);
 	adjtimex(&tx);
 	tai = tx.tai;
 	tai_set = tai == 37 ? 36 : 37;
@@ -948,8 +946,15 @@ static void test_overtaken(void)
 		       DEBUGFS "updates_while_measuring", HOLD_PARAM);
 		return;
 	}
-	for (attempt = 1; attempt <= 5; attempt++) {
+	for (attempt = 1; attempt <= 6; attempt++) {
 		attempts = attempt;
+		do
+			cpu = (cpu + 1) % CPU_SETSIZE;
+		while (!CPU_ISSET(cpu, &allowed));
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set))
+			break;
 		if (!write_string(HOLD_PARAM, "200"))
 			break;
 		/* Taken by the measurement after the next tick's update. */
@@ -965,8 +970,9 @@ static void test_overtaken(void)
 			break;
 	}
 	write_string(HOLD_PARAM, "0");
-	printf("# measure: updates while a measurement looked %lld -> %lld, measurements dropped %lld -> %lld, %d attempt(s)\n",
-	       w0, w1, s0, s1, attempts);
+	sched_setaffinity(0, sizeof(allowed), &allowed);
+	printf("# measure: updates while a measurement looked %lld -> %lld, measurements dropped %lld -> %lld, %d attempt(s), the last from cpu%d\n",
+	       w0, w1, s0, s1, attempts, cpu);
 	report(taken && w1 > w0,
 	       "measure: an update does not wait for the records' measurement");
 	report(s1 > s0, "measure: a measurement an update overtook is dropped");
