@@ -31,8 +31,7 @@ payload: all
 	rm -rf $(PAYLOAD) && mkdir -p $(PAYLOAD)/bin
 	cp kmod/pvread.ko selftests/pvread/test_cs/pvread_test_cs.ko \
 	   selftests/pvread/*.sh $(PAYLOAD)/
-	cp build/selftests/pvread_test build/selftests/pvread_kmod_test \
-	   build/selftests/pvread_order user/build/pvread-status user/build/pvread-bench \
+	cp build/selftests/pvread_* user/build/pvread-status user/build/pvread-bench \
 	   user/build/test/timeloop $(PAYLOAD)/bin/
 	mkdir -p $(PAYLOAD)/lib && cp user/build/libpvread-preload.so $(PAYLOAD)/lib/
 	rm -rf $(KSFT_TREE)/pvread && cp -r selftests/pvread $(KSFT_TREE)/pvread

@@ -47,8 +47,8 @@ echo "# records before:"; pvread-status | sed -n '/^cpu /,$p' | sed 's/^/#   /'
 [ "$expect_mode" = line ] && pvread_kmod_test line-rate 50000 | sed 's/^/# before the save: /'
 
 # The reader runs across the save/restore; its own KTAP lines are the checks.
-pvread_test --stress "$stress" --module ./pvread.ko --suspends \
-	--expect-mode "$expect_mode" >/tmp/stress.out 2>&1 &
+pvread_stress --seconds "$stress" --module ./pvread.ko --suspends \
+	>/tmp/stress.out 2>&1 &
 reader=$!
 # Look every second; at each resume, what came back.  a_prev is the line
 # count at the last look, from before the domain was saved.
@@ -71,10 +71,11 @@ while [ "$seen" -lt $((r0 + resumes)) ] && [ "$(uptime_s)" -lt $end ]; do
 		pvread_kmod_test wait-mode "$expect_mode" 30
 		pvread_state "after resume $n"
 		pvread_kmod_test hdr | sed -n '1,2p'
-		check "saverestore: after resume $n: mode $expect_mode again" \
+		check "saverestore: after each resume: the expected mode again" \
 			[ "$(cat $sys/mode)" = "$expect_mode" ]
 		if [ "$expect_mode" = line ]; then
-			check "saverestore: after resume $n: the line re-anchored (line_anchors $a_ref -> $(cat $sys/line_anchors), line $(cat $sys/line))" \
+			echo "# saverestore: after resume $n: line_anchors $a_ref -> $(cat $sys/line_anchors), line $(cat $sys/line)"
+			check "saverestore: after each resume: the line re-anchored" \
 				[ "$(cat $sys/line_anchors)" -gt "$a_ref" -a "$(cat $sys/line)" = active ]
 			pvread_kmod_test line-rate 50000 || failed=1
 		fi
@@ -87,8 +88,9 @@ wait $reader
 rc=$?
 # KTAP as it came (its ok/not ok lines count as results), then ours.
 cat /tmp/stress.out
-check "saverestore: reader across $resumes suspend/resume(s) (pvread_test --stress exit $rc)" [ $rc -eq 0 ]
-check "saverestore: the module saw $resumes resume(s) (resumes $r0 -> $r1)" [ "$r1" -eq $((r0 + resumes)) ]
+echo "# saverestore: the reader (pvread_stress) across $resumes suspend/resume(s): exit $rc; resumes $r0 -> $r1"
+check "saverestore: the reader across the suspends and resumes exits 0" [ $rc -eq 0 ]
+check "saverestore: the module saw every resume" [ "$r1" -eq $((r0 + resumes)) ]
 pvread_kmod_test wait-mode "$expect_mode" 30
 echo "# after: registered $(cat $sys/registered), mode $(cat $sys/mode)"
 pvread_state after
@@ -98,22 +100,25 @@ check "saverestore: every online vCPU registered after restore" \
 # Every vCPU stays online across a Xen restore: each record must have been
 # registered again from its own CPU, and Xen must write it again.
 pvread_kmod_test registered 5 "saverestore: after restore" || failed=1
-check "saverestore: mode $expect_mode after restore" [ "$(cat $sys/mode)" = "$expect_mode" ]
-check "saverestore: a resume check for each resume ($((seen - r0)) of $resumes)" \
+check "saverestore: the expected mode after restore" [ "$(cat $sys/mode)" = "$expect_mode" ]
+echo "# saverestore: $((seen - r0)) of $resumes resumes checked"
+check "saverestore: a resume check for each resume" \
 	[ "$((seen - r0))" -eq "$resumes" ]
 if [ "$new_scale" = new-scale ]; then
 	s1=$(scale)
 	differ() { [ -n "$1" ] && [ -n "$2" ] && [ "$1" != "$2" ]; }
-	check "saverestore: the records describe the new TSC frequency (mul/shift $s0 -> $s1)" \
+	echo "# saverestore: records' mul/shift $s0 -> $s1"
+	check "saverestore: the records describe the new TSC frequency" \
 		differ "$s0" "$s1"
 fi
-check "saverestore: line $expect_line after restore" [ "$(cat $sys/line)" = "$expect_line" ]
+check "saverestore: the expected line after restore" [ "$(cat $sys/line)" = "$expect_line" ]
 if [ "$expect_mode" = line ]; then
 	# The line across vCPUs, after the resumes: ordered across processes
 	# and threads, and ended by a TSC warp.
 	pvread_order --expect-mode line --reads 10000000
 	rc=$?
-	check "saverestore: pvread_order after the resumes (exit $rc)" [ $rc -eq 0 ]
+	echo "# saverestore: pvread_order after the resumes: exit $rc"
+	check "saverestore: pvread_order after the resumes" [ $rc -eq 0 ]
 	sh ./pvread_warp.sh || failed=1
 fi
 check "saverestore: rmmod pvread" rmmod pvread

@@ -6,7 +6,7 @@
 # it, the guest script that runs the suite in it, the payload it gets, the
 # module parameters every load of pvread.ko in it takes, and the mode and
 # sysfs line state the module must settle in. The guest gets the last two
-# as PVREAD_KMOD_ARGS, which the guest scripts and pvread_test --stress
+# as PVREAD_KMOD_ARGS, which the guest scripts and pvread_stress --module
 # use for every insmod, and PVREAD_EXPECT (selftests/pvread/pvread_lib.sh).
 MACHINES_DIR=$VM_DIR/machines
 
@@ -181,7 +181,8 @@ matrix_prepare() {
 }
 
 # Results of a run: one line per test outcome, "machine<TAB>result<TAB>test",
-# result pass|fail|skip, in $RESULTS; one vm/run status file per boot.
+# result pass|fail|skip, in $RESULTS; each test's "# " lines,
+# "machine<TAB>test<TAB>line", in $FIGURES; one vm/run status file per boot.
 matrix_init_results() {
     RUNDIR=$1
     mkdir -p "$RUNDIR"
@@ -189,52 +190,47 @@ matrix_init_results() {
     : >"$RESULTS"
     MACHINE_ROWS=$RUNDIR/machines.tsv
     : >"$MACHINE_ROWS"
+    FIGURES=$RUNDIR/figures.tsv
+    : >"$FIGURES"
 }
 
 # matrix_record MACHINE RESULT TEST
 matrix_record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
 
-# matrix_parse MACHINE OUTFILE: the ok / not ok lines of the guest's output
-# as results. A test's name must be the same on every machine and run:
-# - KTAP lines ("ok 12 desc", pvread_test) whose text before the first
-#   ": " has a space put detail after it ("open O_RDWR refused: Operation
-#   not permitted"): the name is that text; a one-word prefix is a group
-#   ("stress: no backward step") and stays;
-# - then a trailing parenthesis that holds a number goes ("(exit 0)",
-#   "(0-1)", "(lost 12 kB, limit 256)") and stand-alone numbers are written
-#   N ("stress: N reads", "N load/read/unload cycles").
-# "# SKIP" makes a result a skip; an empty description takes the reason.
+# matrix_parse MACHINE OUTFILE: the KTAP results of the guest's output, as
+# the tests name them ("ok 3 bounded.monotonic.within_bound", "ok - sysfs:
+# updates advance"): a name is the same on every machine and in every run,
+# what was seen goes on "# " lines.  "# SKIP" makes a result a skip; a skip
+# without a name (this kernel's kselftest_harness.h prints "ok N # SKIP
+# reason") takes the name of the test the harness said it runs ("#  RUN
+# NAME ...").  The "# " lines before a result, back to the one before, are
+# that test's figures: into $FIGURES as machine, test, line.
 matrix_parse() {
-    awk -v m="$1" '
+    awk -v m="$1" -v figures="$FIGURES" '
+    /^# +RUN +[^ ]/ { run = $3; nd = 0; next }
+    /^# +(OK|FAIL|SKIP) +[^ ]/ || /^# (PASSED|FAILED|Starting|Totals|Planned)/ { next }
+    /^#/ { d[++nd] = $0; next }
     /^(not )?ok([ \t]|$)/ {
         line = $0; res = "pass"
         if (line ~ /^not ok/) { res = "fail"; sub(/^not ok[ \t]*/, "", line) }
         else sub(/^ok[ \t]*/, "", line)
-        ktap = (line ~ /^[0-9]/)
         sub(/^[0-9]+[ \t]*/, "", line); sub(/^- */, "", line)
         if (match(line, /(^|[ \t])#[ \t]*[Ss][Kk][Ii][Pp]/)) {
             reason = substr(line, RSTART + RLENGTH); sub(/^[ \t]*/, "", reason)
             if (res == "pass") res = "skip"
             line = substr(line, 1, RSTART - 1)
-            if (line ~ /^[ \t]*$/) line = reason
+            if (line ~ /^[ \t]*$/) line = run != "" ? run : reason
         } else if (match(line, /[ \t]#[ \t]*(TODO|XFAIL)/)) {
             line = substr(line, 1, RSTART - 1)
         }
         sub(/[ \t]+$/, "", line)
-        # "open O_RDWR refused: Operation not permitted": detail after a
-        # description; "stress: no backward step": a group and a name.
-        if (ktap && (p = index(line, ": ")) > 1 && substr(line, 1, p - 1) ~ / /)
-            line = substr(line, 1, p - 1)
-        gsub(/\(s\)/, "s", line)     # "update(s)" would nest parentheses
-        while (match(line, / \([^()]*[0-9][^()]*\)$/)) line = substr(line, 1, RSTART - 1)
-        n = split(line, w, " "); line = ""
-        for (i = 1; i <= n; i++) {
-            if (w[i] ~ /^[+-]?[0-9]+(\.[0-9]+)?[,;:]?$/) sub(/[0-9]+(\.[0-9]+)?/, "N", w[i])
-            else if (w[i] ~ /^0x[0-9a-fA-F]+[,;:]?$/) sub(/0x[0-9a-fA-F]+/, "N", w[i])
-            line = line (i > 1 ? " " : "") w[i]
-        }
-        if (line == "") line = "(no description)"
+        if (line == "") line = run != "" ? run : "(no description)"
         print m "\t" res "\t" line
+        for (i = 1; i <= nd; i++) {
+            f = d[i]; sub(/^# ?/, "", f)
+            print m "\t" line "\t" f >> figures
+        }
+        nd = 0; run = ""
     }' "$2" >>"$RESULTS"
 }
 
@@ -309,6 +305,10 @@ matrix_boot() {
     return 0
 }
 
+# The tests whose figures the summary shows, by name, "|"-separated: the
+# page's state, exactness, the bound per clock, order, stress, leaks.
+MATRIX_FIGURE_TESTS="mode.expected_and_fast|exact.per_vcpu|bounded.monotonic.within_bound|bounded.realtime.within_bound|monotonic.never_back|processes: CLOCK_MONOTONIC, _RAW and BOOTTIME ordered across processes|threads: CLOCK_MONOTONIC, _RAW and BOOTTIME ordered across threads|stress.everything_moves|lifecycle: load/read/unload cycles without a failure"
+
 # matrix_summary MACHINE...: print the machine x test table, the per-machine
 # counts and the figures; return 1 if anything failed.
 matrix_summary() {
@@ -366,14 +366,20 @@ matrix_summary() {
     { printf "%-19s %5s %7s %8s %-18s %-15s %6s  %s\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$MACHINE_ROWS"
     if [[ ${MATRIX_FIGURES:-1} == 1 ]]; then
         echo
-        echo "=== figures (from the guest output)"
-        local m f
-        for m in "${machines[@]}"; do
-            f=$RUNDIR/$m.out
-            [[ -s $f ]] || continue
-            grep -E '^# (stress:|order: |pvread after load: |[0-9]+ vCPUs, |cpu[0-9]+: .*violations|CLOCK_[A-Z_, ]+: .*(beyond|backward steps))' "$f" |
-                sed "s/^# /$m: /" || true
-        done
+        echo "=== figures (the \"# \" lines of the tests named in MATRIX_FIGURE_TESTS)"
+        awk -F'\t' -v order="${machines[*]}" -v want="$MATRIX_FIGURE_TESTS" '
+        BEGIN {
+            nm = split(order, M, " ")
+            nw = split(want, W, "|")
+            for (i = 1; i <= nw; i++) rank[W[i]] = i
+        }
+        ($2 in rank) { f[$1, rank[$2], ++n[$1, rank[$2]]] = $3 }
+        END {
+            for (j = 1; j <= nm; j++)
+                for (i = 1; i <= nw; i++)
+                    for (k = 1; k <= n[M[j], i]; k++)
+                        print M[j] ": " W[i] ": " f[M[j], i, k]
+        }' "$FIGURES"
     fi
     ! grep -q $'\tfail\t' "$RESULTS"
 }

@@ -38,7 +38,8 @@ for how in libc shim; do
 	out=$(LD_PRELOAD=$pre java_loop "$n" 2>&1)
 	rc=$?
 	echo "$out" | sed "s/^/# $how: /"
-	check "jvm ($how): $n currentTimeMillis and $n nanoTime calls, none backwards" \
+	echo "# jvm ($how): $n currentTimeMillis and $n nanoTime calls, exit $rc"
+	check "jvm ($how): currentTimeMillis and nanoTime never backwards" \
 		[ $rc -eq 0 ]
 	eval "ms_$how=\$(echo \"\$out\" | sed -n 's/.*(\\([0-9]*\\) per s, [0-9]* backwards); .*/\\1/p')"
 	eval "ns_$how=\$(echo \"\$out\" | sed -n 's/.*nanoTime calls in .* (\\([0-9]*\\) per s.*/\\1/p')"

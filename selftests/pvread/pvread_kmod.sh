@@ -70,7 +70,7 @@ for f in "$params"/*; do
 done
 "$T" hdr | sed -n '1,2p'
 case $expect_mode in percpu) want_nr=1 ;; *) want_nr=3 ;; esac
-check "sysfs: mode reads $expect_mode, as the page says" \
+check "sysfs: mode reads the expected mode, as the page says" \
 	[ "$(cat $sys/mode)/$(hdr_field mode)" = "$expect_mode/$want_nr" ]
 # header.line_state, PVREAD_LINE_* in order
 line_names="active off unvouched warp unchecked stable waiting rates"
@@ -80,13 +80,14 @@ line_name() {
 	set -- $line_names
 	shift "$_i" 2>/dev/null && echo "$1"
 }
-check "sysfs: line reads the page's line_state ($(hdr_field line_state))" \
+echo "# sysfs: line $(cat $sys/line), the page's line_state $(hdr_field line_state)"
+check "sysfs: line reads the page's line_state" \
 	[ "$(cat $sys/line)" = "$(line_name "$(hdr_field line_state)")" ]
 check "sysfs: tsc_warp is the page's" [ "$(cat $sys/tsc_warp)" = "$(hdr_field tsc_warp)" ]
 check "sysfs: xen_tsc says what Xen's CPUID leaf says" \
 	sh -c "grep -qE '^emulated=[01] reliable=[01] mode=[0-9]+ khz=[0-9]+\$' $sys/xen_tsc"
 if [ "$expect_mode" = percpu ]; then
-	check "sysfs: line $expect_line (the machine's expectation)" \
+	check "sysfs: line as the machine expects" \
 		[ "$(cat $sys/line)" = "$expect_line" ]
 else
 	check "sysfs: line active" [ "$(cat $sys/line)" = active ]
@@ -106,7 +107,8 @@ if [ -r /sys/hypervisor/version/major ]; then
 	want_area=virt
 	[ "$(cat /sys/hypervisor/version/major)" -gt 4 ] ||
 		[ "$(cat /sys/hypervisor/version/minor)" -ge 18 ] && want_area=phys
-	check "sysfs: area $want_area on Xen $xv" [ "$(cat $sys/area)" = "$want_area" ]
+	echo "# sysfs: area $(cat $sys/area) on Xen $xv, want $want_area"
+	check "sysfs: area as the Xen version says" [ "$(cat $sys/area)" = "$want_area" ]
 else
 	echo "ok - sysfs: area as the Xen version says # SKIP no /sys/hypervisor/version"
 fi
@@ -152,10 +154,10 @@ if [ -e /sys/devices/system/cpu/cpu1/online ]; then
 	echo "# after hotplug: registered $(cat $sys/registered), mode $(cat $sys/mode), line $(cat $sys/line), bound $(cat $sys/error_bound_ns) ns"
 	# cpu1 online again runs the TSC check again: the mode comes back.
 	wait_mode "$expect_mode" 30
-	check "hotplug: mode $expect_mode again after the cycles" [ "$(cat $sys/mode)" = "$expect_mode" ]
+	check "hotplug: the expected mode again after the cycles" [ "$(cat $sys/mode)" = "$expect_mode" ]
 	run_t registered 5 "hotplug: after the cycles"
 else
-	echo "ok - hotplug: cpu1 offline/online cycles # SKIP one vCPU: no cpu1 to take offline"
+	echo "ok - hotplug: offline/online cycles of cpu1 # SKIP one vCPU: no cpu1 to take offline"
 fi
 
 # ---- time jumps and slews ----
@@ -183,14 +185,16 @@ if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test &&
 	run_t registered 5 "suspend: after resume"
 	wait_mode "$expect_mode" 30
 	pvread_state "after resume"
-	check "suspend: mode $expect_mode again after resume" [ "$(cat $sys/mode)" = "$expect_mode" ]
+	check "suspend: the expected mode again after resume" [ "$(cat $sys/mode)" = "$expect_mode" ]
 	if [ "$expect_mode" = line ]; then
-		check "suspend: the line re-anchored after resume (line_anchors $a0 -> $(cat $sys/line_anchors))" \
+		echo "# suspend: line_anchors $a0 -> $(cat $sys/line_anchors)"
+		check "suspend: the line re-anchored after resume" \
 			[ "$(cat $sys/line_anchors)" -gt "$a0" ]
 		run_t line-rate 50000
 	fi
 else
-	echo "ok - suspend: S3 test cycle (pm_test=core) completes # SKIP no S3 here (mem_sleep: $(cat /sys/power/mem_sleep 2>/dev/null || echo none); pm_test: $(cat /sys/power/pm_test 2>/dev/null || echo none))"
+	echo "# suspend: mem_sleep: $(cat /sys/power/mem_sleep 2>/dev/null || echo none); pm_test: $(cat /sys/power/pm_test 2>/dev/null || echo none)"
+	echo "ok - suspend: S3 test cycle (pm_test=core) completes # SKIP no S3 here"
 fi
 echo "ok - suspend: Xen save/restore # SKIP driven by dom0's toolstack: the xen417-domu-save machine (xl save + restore of a domU under a reader)"
 pvread-status -w 5 | sed 's/^/# /'
@@ -295,10 +299,11 @@ t1=$(cut -d' ' -f1 /proc/uptime)
 echo "# $done_cycles cycles in $(awk "BEGIN { print $t1 - $t0 }") s; samples (cycle, free kB, unreclaimable slab kB):"
 sed 's/^/#   /' /tmp/pvread-mem.samples
 echo "# trend: free memory $(fmt "$mem_slope") kB/cycle, unreclaimable slab $(fmt "$slab_slope") kB/cycle"
-check "lifecycle: $done_cycles load/read/unload cycles without a failure" [ $bad -eq 0 ]
-check "lifecycle: free memory steady ($(fmt "$mem_slope") kB/cycle, limit $(fmt "$mem_limit"))" \
+echo "# lifecycle: $done_cycles load/read/unload cycles, $bad failed; free memory $(fmt "$mem_slope") kB/cycle (limit $(fmt "$mem_limit")), unreclaimable slab $(fmt "$slab_slope") kB/cycle (limit $(fmt "$slab_limit"))"
+check "lifecycle: load/read/unload cycles without a failure" [ $bad -eq 0 ]
+check "lifecycle: free memory steady" \
 	[ "$mem_slope" -gt "$mem_limit" ]
-check "lifecycle: unreclaimable slab steady ($(fmt "$slab_slope") kB/cycle, limit $(fmt "$slab_limit"))" \
+check "lifecycle: unreclaimable slab steady" \
 	[ "$slab_slope" -lt "$slab_limit" ]
 check "lifecycle: module gone" sh -c '! grep -q "^pvread " /proc/modules'
 check "lifecycle: no Xen refusals or leaks in dmesg" \
@@ -306,6 +311,6 @@ check "lifecycle: no Xen refusals or leaks in dmesg" \
 
 # What this script changed, put back: the clocksource it found.
 echo "$cs0" > $csdir/current_clocksource
-check "kmod: clocksource put back ($cs0)" [ "$(cat $csdir/current_clocksource)" = "$cs0" ]
+check "kmod: clocksource put back" [ "$(cat $csdir/current_clocksource)" = "$cs0" ]
 
 exit $failed

@@ -53,7 +53,7 @@
 
 #include <linux/pvread.h>
 
-#include "pvread.h"
+#include "pvread_selftest.h"
 
 #define CS_PATH "/sys/devices/system/clocksource/clocksource0/current_clocksource"
 #define TOLERANCE "1000000000"
@@ -62,21 +62,8 @@ static const uint8_t *page;
 static int failures;
 static uint32_t expect_mode = PVREAD_MODE_LINE;
 
-static const char *const mode_names[] = { "none", "percpu", "stable", "line" };
-static const char *const line_names[] = {
-	"active", "off", "unvouched", "warp", "unchecked", "stable", "waiting",
-	"rates",
-};
-
-static const char *mode_name(uint32_t m)
-{
-	return m < sizeof(mode_names) / sizeof(mode_names[0]) ? mode_names[m] : "?";
-}
-
-static const char *line_name(uint32_t s)
-{
-	return s < sizeof(line_names) / sizeof(line_names[0]) ? line_names[s] : "?";
-}
+#define mode_name pvst_mode_name
+#define line_name pvst_line_name
 
 /* "line" or "3" -> 3; -1 if neither. */
 static int parse_mode(const char *s)
@@ -85,8 +72,8 @@ static int parse_mode(const char *s)
 	char *end;
 	long v;
 
-	for (i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]); i++)
-		if (!strcmp(s, mode_names[i]))
+	for (i = 0; i < PVST_NR_MODES; i++)
+		if (!strcmp(s, pvst_mode_names[i]))
 			return i;
 	v = strtol(s, &end, 10);
 	return *s && !*end && v >= 0 && v < 256 ? (int)v : -1;
@@ -95,15 +82,19 @@ static int parse_mode(const char *s)
 static void report(bool ok, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * One KTAP result.  Its name is the same in every run (what was seen goes
+ * on "# " lines before it): vm/check's table is machine x name.
+ */
 static void report(bool ok, const char *fmt, ...)
 {
+	char name[256];
 	va_list ap;
 
-	printf("%s - ", ok ? "ok" : "not ok");
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vsnprintf(name, sizeof(name), fmt, ap);
 	va_end(ap);
-	putchar('\n');
+	ksft_test_result(ok, "%s\n", name);
 	fflush(stdout);
 	if (!ok)
 		failures++;
@@ -287,6 +278,9 @@ static void test_stable(void)
 	printf("# %u records registered, %u with PVCLOCK_TSC_STABLE_BIT; vCPU 0's area %s\n",
 	       registered, stable,
 	       cpu0_kernel ? "owned by the kernel's vDSO" : "ours");
+	printf("# stable: mode %s (%u), line %s (%u), stable_record %u; expected mode %s\n",
+	       mode_name(h.mode), h.mode, line_name(h.line_state), h.line_state,
+	       h.stable_record, mode_name(expect_mode));
 	report(!!(h.flags & PVREAD_FLAG_TSC_STABLE) ==
 	       (registered && stable == registered),
 	       "stable: TSC_STABLE flag says whether every registered record has Xen's bit");
@@ -296,27 +290,25 @@ static void test_stable(void)
 		report(cpu0_kernel && (h.flags & PVREAD_FLAG_TSC_STABLE) &&
 		       h.stable_record < h.nr_records &&
 		       (rec(h.stable_record)->state & PVREAD_RECORD_REGISTERED),
-		       "stable: mode stable names a registered record (%u)",
-		       h.stable_record);
+		       "stable: mode stable names a registered record");
 	else
 		report(!(cpu0_kernel && (h.flags & PVREAD_FLAG_TSC_STABLE)) &&
 		       h.mode == expect_mode,
-		       "stable: without stable bit and kernel-owned vCPU 0, mode is %s (mode %u, line %s)",
-		       mode_name(expect_mode), h.mode, line_name(h.line_state));
+		       "stable: without stable bit and kernel-owned vCPU 0, the expected mode");
 	report((h.mode == PVREAD_MODE_LINE) == (h.line_state == PVREAD_LINE_ACTIVE),
-	       "stable: line_state is active exactly when the mode is line (mode %u, line_state %u)",
-	       h.mode, h.line_state);
+	       "stable: line_state is active exactly when the mode is line");
 	if (!stable) {
-		printf("ok - stable: mode stable published and read # SKIP Xen never sets PVCLOCK_TSC_STABLE_BIT under QEMU TCG (no invariant TSC)\n");
+		pvst_skip("stable: mode stable published and read",
+			  "Xen never sets PVCLOCK_TSC_STABLE_BIT under QEMU TCG (no invariant TSC)");
 	} else if (h.mode == PVREAD_MODE_STABLE) {
 		long fast, beyond = bounded("stable mode", 1, &fast);
 
 		report(!beyond && fast,
 		       "stable: mode stable published and read: every clock within the bound, fast");
 	} else {
-		printf("ok - stable: mode stable published and read # SKIP the bit is there, but vCPU 0's area is %s: mode %s\n",
-		       cpu0_kernel ? "the kernel's" : "not the kernel's (the kernel did not see the bit at boot)",
-		       mode_name(h.mode));
+		pvst_skip("stable: mode stable published and read",
+			  cpu0_kernel ? "the bit is there, but vCPU 0's area is the kernel's" :
+			  "the bit is there, but vCPU 0's area is not the kernel's (the kernel did not see the bit at boot)");
 	}
 }
 
@@ -332,7 +324,8 @@ static void test_clocksource(int argc, char **argv)
 	int i, ret;
 
 	if (!argc) {
-		printf("ok - clocksource: switch away from xen # SKIP no other clocksource available\n");
+		pvst_skip("clocksource: switch away from xen",
+			  "no other clocksource available");
 		return;
 	}
 	for (i = 0; i < argc; i++) {
@@ -341,17 +334,18 @@ static void test_clocksource(int argc, char **argv)
 		t = wait_mode(expect_mode, 20);
 		/* the library's first per-CPU read in a process is a syscall */
 		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
-		report(t >= 0, "clocksource: mode %s before switching to %s",
-		       mode_name(expect_mode), cs);
+		report(t >= 0, "clocksource: the expected mode before switching to %s",
+		       cs);
 		snap(&h0);
 		ret = write_file(CS_PATH, cs);
 		snap(&h);
+		printf("# clocksource: %s: %s, mode %u, flags %#x, %llu update(s)\n",
+		       cs, ret ? strerror(-ret) : "switched", h.mode, h.flags,
+		       (unsigned long long)(h.updates - h0.updates));
 		report(!ret && h.mode == PVREAD_MODE_NONE &&
 		       !(h.flags & PVREAD_FLAG_XEN_CLOCKSOURCE) &&
 		       h.updates > h0.updates,
-		       "clocksource: %s: mode none when the switch returns (%s, mode %u, flags %#x, %llu update(s))",
-		       cs, ret ? strerror(-ret) : "switched", h.mode, h.flags,
-		       (unsigned long long)(h.updates - h0.updates));
+		       "clocksource: %s: mode none when the switch returns", cs);
 		sleep_s(1.5);
 		h0 = h;
 		snap(&h);
@@ -359,16 +353,18 @@ static void test_clocksource(int argc, char **argv)
 		pvread_get_stats(&st0);
 		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 		pvread_get_stats(&st1);
+		printf("# clocksource: %s: %llu updates in 1.5 s\n", cs,
+		       (unsigned long long)(h.updates - h0.updates));
 		report(h.mode == PVREAD_MODE_NONE && h.updates > h0.updates &&
 		       !info.fast && st1.slow == st0.slow + 1,
-		       "clocksource: %s: stays none over %llu updates, library takes the syscall",
-		       cs, (unsigned long long)(h.updates - h0.updates));
+		       "clocksource: %s: stays none over updates, library takes the syscall",
+		       cs);
 		ret = write_file(CS_PATH, "xen");
 		snap(&h);
+		printf("# clocksource: back to xen: mode %u\n", h.mode);
 		report(!ret && (h.flags & PVREAD_FLAG_XEN_CLOCKSOURCE) &&
 		       h.mode == PVREAD_MODE_NONE,
-		       "clocksource: back to xen: xen flag at once, mode none during warmup (mode %u)",
-		       h.mode);
+		       "clocksource: back to xen: xen flag at once, mode none during warmup");
 		t = wait_mode(expect_mode, 20);
 		pvread_get_info(&info);
 		pvread_get_stats(&st0);
@@ -378,9 +374,10 @@ static void test_clocksource(int argc, char **argv)
 		       info.mode, (unsigned long long)info.error_bound_ns,
 		       (unsigned long long)info.spread_ns, info.fast,
 		       st1.fast > st0.fast ? "fast" : "slow");
-		report(t >= 0 && info.fast && st1.fast == st0.fast + 1,
-		       "clocksource: back to xen: mode %s after %.2f s, library fast again",
+		printf("# clocksource: back to xen: mode %s after %.2f s\n",
 		       mode_name(expect_mode), t);
+		report(t >= 0 && info.fast && st1.fast == st0.fast + 1,
+		       "clocksource: back to xen: the expected mode, library fast again");
 	}
 }
 
@@ -571,17 +568,17 @@ static void test_hotplug(int cpu, int cycles)
 	stop_reader = true;
 	pthread_join(rd, NULL);
 
-	report(!bad_write, "hotplug: %d offline/online cycles of cpu%d", i, cpu);
-	report(!bad_off && i, "hotplug: record unregistered while cpu%d is offline (%d bad)",
-	       cpu, bad_off);
-	report(!bad_hdr && i, "hotplug: offline: nr_registered one less, TSC_AUX flag kept (%d bad)",
-	       bad_hdr);
-	report(!bad_first && i, "hotplug: record registered and fresh at user space's first moment on cpu%d (%d bad)",
-	       cpu, bad_first);
-	report(!bad_aux && i, "hotplug: first user rdtscp on cpu%d names it (%d bad)",
-	       cpu, bad_aux);
-	report(!bad_after && i, "hotplug: online: nr_registered and flags back (%d bad)",
+	printf("# hotplug: %d offline/online cycles of cpu%d; bad: %d writes, %d offline records, %d offline headers, %d first moments, %d first rdtscps, %d online headers\n",
+	       i, cpu, bad_write, bad_off, bad_hdr, bad_first, bad_aux,
 	       bad_after);
+	report(!bad_write && i, "hotplug: offline/online cycles of cpu%d", cpu);
+	report(!bad_off && i, "hotplug: record unregistered while cpu%d is offline",
+	       cpu);
+	report(!bad_hdr && i, "hotplug: offline: nr_registered one less, TSC_AUX flag kept");
+	report(!bad_first && i, "hotplug: record registered and fresh at user space's first moment on cpu%d",
+	       cpu);
+	report(!bad_aux && i, "hotplug: first user rdtscp on cpu%d names it", cpu);
+	report(!bad_after && i, "hotplug: online: nr_registered and flags back");
 	printf("# reader: %ld reads (%ld fast), %ld backward steps\n",
 	       reader_reads, reader_fast, reader_back);
 	report(!reader_back && reader_reads,
@@ -933,7 +930,8 @@ static void test_overtaken(void)
 
 	if (sched_getaffinity(0, sizeof(allowed), &allowed) ||
 	    CPU_COUNT(&allowed) < 2) {
-		printf("ok - measure: an update does not wait for the records' measurement # SKIP one vCPU: the held measurement would hold the only CPU\n");
+		pvst_skip("measure: an update does not wait for the records' measurement",
+			  "one vCPU: the held measurement would hold the only CPU");
 		return;
 	}
 	adjtimex(&tx);
@@ -942,8 +940,9 @@ static void test_overtaken(void)
 	w0 = read_number(DEBUGFS "updates_while_measuring");
 	s0 = read_number(DEBUGFS "measure_stale");
 	if (w0 < 0 || s0 < 0 || read_number(HOLD_PARAM) < 0) {
-		report(false, "measure: an update does not wait for the records' measurement (no %s or %s)",
+		printf("# measure: no %s or %s\n",
 		       DEBUGFS "updates_while_measuring", HOLD_PARAM);
+		report(false, "measure: an update does not wait for the records' measurement");
 		return;
 	}
 	for (attempt = 1; attempt <= 6; attempt++) {
@@ -980,7 +979,8 @@ static void test_overtaken(void)
 	       "measure: after the held measurement: the page's conversion is the kernel's");
 	memset(&tx, 0, sizeof(tx));
 	adjtimex(&tx);
-	report(tx.tai == tai, "measure: TAI offset put back (%d)", tx.tai);
+	printf("# measure: TAI offset %d, was %d\n", tx.tai, tai);
+	report(tx.tai == tai, "measure: TAI offset put back");
 }
 
 /* ---- registration: every online vCPU, by itself, kept current ---- */
@@ -1038,15 +1038,19 @@ static void test_registered(double sec, const char *what)
 	snap(&h);
 	if (cpu_list("/sys/devices/system/cpu/online", &online) ||
 	    h.nr_records > 64) {
-		report(false, "%s: every online vCPU's record # cannot read the online CPUs", what);
+		printf("# %s: cannot read the online CPUs\n", what);
+		report(false, "%s: every online vCPU's record, no other", what);
 		return;
 	}
 	want = online;
 	if (h.flags & PVREAD_FLAG_CPU0_OWNED_BY_KERNEL)
 		want &= ~1ULL;
 	if (!want) {
-		printf("ok - %s: every online vCPU's record # SKIP the one vCPU's area is the kernel's: nothing to register\n",
-		       what);
+		char name[128];
+
+		snprintf(name, sizeof(name), "%s: every online vCPU's record, no other",
+			 what);
+		pvst_skip(name, "the one vCPU's area is the kernel's: nothing to register");
 		return;
 	}
 	/* A resume registers in a work item: give it until @sec. */
@@ -1114,8 +1118,8 @@ static void test_jumps(void)
 	bool changed;
 	int ret;
 
-	report(wait_mode(expect_mode, 20) >= 0, "jumps: mode %s to start with",
-	       mode_name(expect_mode));
+	report(wait_mode(expect_mode, 20) >= 0,
+	       "jumps: the expected mode to start with");
 	adjtimex(&saved);
 	beyond = bounded("steady", 1, &fast);
 	report(!beyond && fast, "jumps: steady: every clock within the bound, fast");
@@ -1128,9 +1132,10 @@ static void test_jumps(void)
 	ret = settimeofday(&tv, NULL);
 	snap(&h);
 	inside = bracketed_once(CLOCK_REALTIME, &dev, &from_page);
-	report(!ret && h.updates > h0.updates && inside && from_page,
-	       "jumps: settimeofday +3600 s: in the page when it returns (%s, %lld ns outside the syscalls' bracket)",
+	printf("# jumps: settimeofday +3600 s: %s, %lld ns outside the syscalls' bracket\n",
 	       from_page ? "read from the page" : "read via libc", (long long)dev);
+	report(!ret && h.updates > h0.updates && inside && from_page,
+	       "jumps: settimeofday +3600 s: in the page when it returns");
 	beyond = bounded("after +3600 s", 0.5, &fast);
 	report(!beyond && fast, "jumps: after settimeofday +3600 s: every clock within the bound");
 	report(mirror_exact("after +3600 s", 1000),
@@ -1141,9 +1146,10 @@ static void test_jumps(void)
 	ts.tv_sec -= 7200;
 	ret = clock_settime(CLOCK_REALTIME, &ts);
 	inside = bracketed_once(CLOCK_REALTIME, &dev, &from_page);
-	report(!ret && inside && from_page,
-	       "jumps: clock_settime -7200 s: in the page when it returns (%s, %lld ns outside the syscalls' bracket)",
+	printf("# jumps: clock_settime -7200 s: %s, %lld ns outside the syscalls' bracket\n",
 	       from_page ? "read from the page" : "read via libc", (long long)dev);
+	report(!ret && inside && from_page,
+	       "jumps: clock_settime -7200 s: in the page when it returns");
 	beyond = bounded("after -7200 s", 0.5, &fast);
 	report(!beyond && fast, "jumps: after clock_settime -7200 s: every clock within the bound");
 	report(mirror_exact("after -7200 s", 1000),
@@ -1169,9 +1175,10 @@ static void test_jumps(void)
 
 		pvread_clock_gettime(CLOCK_REALTIME, &r);
 		pvread_clock_gettime(CLOCK_TAI, &t);
-		report(ret >= 0 && llabs(ts_ns(&t) - ts_ns(&r) - tai_set * 1000000000LL) < 100000000LL,
-		       "jumps: adjtimex ADJ_TAI: library CLOCK_TAI - CLOCK_REALTIME = %.3f s (set %d)",
+		printf("# jumps: adjtimex ADJ_TAI: library CLOCK_TAI - CLOCK_REALTIME = %.3f s (set %d)\n",
 		       (ts_ns(&t) - ts_ns(&r)) / 1e9, tai_set);
+		report(ret >= 0 && llabs(ts_ns(&t) - ts_ns(&r) - tai_set * 1000000000LL) < 100000000LL,
+		       "jumps: adjtimex ADJ_TAI: library CLOCK_TAI - CLOCK_REALTIME is the offset");
 	}
 
 	/* frequency: +500 ppm, then back */
@@ -1188,8 +1195,9 @@ static void test_jumps(void)
 	report(mirror_exact("right after adjtimex +500 ppm", 20),
 	       "jumps: right after adjtimex +500 ppm: the page's conversion is the kernel's");
 	changed = wait_mult_change(h0.tk.mult, 3, &mult);
-	report(ret >= 0 && changed,
-	       "jumps: adjtimex +500 ppm: mult %u -> %u in the page", h0.tk.mult, mult);
+	printf("# jumps: adjtimex +500 ppm: mult %u -> %u in the page\n",
+	       h0.tk.mult, mult);
+	report(ret >= 0 && changed, "jumps: adjtimex +500 ppm: mult changes in the page");
 	beyond = bounded("slewing +500 ppm", 1.5, &fast);
 	snap(&h);
 	printf("# +500 ppm: line mul %u -> %u (shift %u -> %u), %llu lines anchored meanwhile\n",
@@ -1203,8 +1211,8 @@ static void test_jumps(void)
 	tx.freq = 0;
 	adjtimex(&tx);
 	changed = wait_mult_change(h0.tk.mult, 3, &mult);
-	report(changed,
-	       "jumps: adjtimex frequency 0: mult %u -> %u", h0.tk.mult, mult);
+	printf("# jumps: adjtimex frequency 0: mult %u -> %u\n", h0.tk.mult, mult);
+	report(changed, "jumps: adjtimex frequency 0: mult changes back");
 
 	/* offset slew (adjtime-style): +0.2 s at 500 ppm */
 	snap(&h0);
@@ -1213,9 +1221,10 @@ static void test_jumps(void)
 	tx.offset = 200000;	/* us */
 	ret = adjtimex(&tx);
 	changed = wait_mult_change(h0.tk.mult, 3, &mult);
-	report(ret >= 0 && changed,
-	       "jumps: adjtimex offset slew +0.2 s: mult %u -> %u in the page",
+	printf("# jumps: adjtimex offset slew +0.2 s: mult %u -> %u in the page\n",
 	       h0.tk.mult, mult);
+	report(ret >= 0 && changed,
+	       "jumps: adjtimex offset slew +0.2 s: mult changes in the page");
 	beyond = bounded("offset slew", 1.5, &fast);
 	report(!beyond && fast, "jumps: during the offset slew: every clock within the bound");
 	report(mirror_exact("offset slew", 1000),
@@ -1236,9 +1245,10 @@ static void test_jumps(void)
 	ret = ret < 0 ? ret : adjtimex(&tx);
 	memset(&tx, 0, sizeof(tx));
 	adjtimex(&tx);
+	printf("# jumps: TAI %d, freq %ld; were %d, %ld\n", tx.tai, (long)tx.freq,
+	       saved.tai, (long)saved.freq);
 	report(ret >= 0 && tx.tai == saved.tai && tx.freq == saved.freq,
-	       "jumps: TAI offset and frequency put back (TAI %d, freq %ld)",
-	       tx.tai, (long)tx.freq);
+	       "jumps: TAI offset and frequency put back");
 }
 
 /* ---- the line's rate against the records' ---- */
@@ -1251,8 +1261,9 @@ static void test_line_rate(long limit_ppm)
 
 	snap(&h);
 	if (h.mode != PVREAD_MODE_LINE) {
-		printf("ok - line: its rate is the records' # SKIP mode %s (line %s): no line in use\n",
-		       mode_name(h.mode), line_name(h.line_state));
+		printf("# line: mode %s, line %s\n", mode_name(h.mode),
+		       line_name(h.line_state));
+		pvst_skip("line: its rate is the records'", "no line in use");
 		return;
 	}
 	/* ns = (d << shift) * mul >> 32; Xen's: (d <<|>> tsc_shift) * mul >> 32 */
@@ -1275,9 +1286,9 @@ static void test_line_rate(long limit_ppm)
 		}
 		n++;
 	}
-	report(n && fabs(worst) <= limit_ppm,
-	       "line: its rate is the records' (%u records, worst %+.0f ppm on record %u, limit %ld)",
+	printf("# line: %u records, worst %+.0f ppm on record %u, limit %ld\n",
 	       n, worst, worst_cpu, limit_ppm);
+	report(n && fabs(worst) <= limit_ppm, "line: its rate is the records'");
 }
 
 static void usage(void)

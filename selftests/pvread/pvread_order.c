@@ -61,8 +61,7 @@
 
 #include <linux/pvread.h>
 
-#include "kselftest.h"
-#include "pvread.h"
+#include "pvread_selftest.h"
 
 #define MAX_READERS 64
 #define NR_CLOCKS 3
@@ -364,7 +363,7 @@ static void run_case(const char *name, bool processes, int n,
 	struct page_watch w = { 0 };
 	pthread_t tid[MAX_READERS];
 	pid_t pid[MAX_READERS];
-	char modes[160], lines[200], reasons[300] = "";
+	char modes[160], lines[200], reasons[300] = "", what[160], what2[160];
 	int i, j, pinned = 0, done = 0, died = 0, status;
 	size_t used = 0;
 	bool expect_order, ok;
@@ -480,40 +479,43 @@ static void run_case(const char *name, bool processes, int n,
 	if (stop_signal)
 		ksft_print_msg("order: %s: stopped by a signal after %.1f s\n",
 			       name, secs);
+	ksft_print_msg("order: %s: %ld reads by %d pinned readers (%d pinned, %d finished, at least %ld reads)\n",
+		       name, reads, n, pinned, done,
+		       stop_signal ? 1 : o->min_reads);
 	ksft_test_result(reads >= (stop_signal ? 1 : o->min_reads) &&
 			 pinned == n && done == n && !died,
-			 "%s: %ld reads by %d pinned readers (%d pinned, %d finished, at least %ld reads)\n",
-			 name, reads, n, pinned, done,
-			 stop_signal ? 1 : o->min_reads);
+			 "%s: every pinned reader read\n", name);
+	snprintf(what, sizeof(what), "%s: reads answered from the page", name);
+	snprintf(what2, sizeof(what2), "%s: page in the expected mode throughout",
+		 name);
 	if (source == SRC_LIBC) {
-		ksft_test_result_skip("%s: reads answered from the page: --source libc\n",
-				      name);
-		ksft_test_result_skip("%s: page in the expected mode: --source libc\n",
-				      name);
+		pvst_skip(what, "--source libc");
+		pvst_skip(what2, "--source libc");
 	} else {
-		ksft_test_result(fast && pct >= o->min_fast_pct,
-				 "%s: reads answered from the page (%.3f%% fast, limit %.3g%%)\n",
-				 name, pct, o->min_fast_pct);
+		ksft_print_msg("order: %s: %.3f%% fast, limit %.3g%%; %ld page samples: %s; line %s; expected mode %s\n",
+			       name, pct, o->min_fast_pct, w.samples, modes,
+			       lines, o->expect == EXPECT_ANY ? "any" :
+			       mode_name(o->expect));
+		ksft_test_result(fast && pct >= o->min_fast_pct, "%s\n", what);
 		if (o->expect == EXPECT_ANY)
-			ksft_test_result_skip("%s: page in the expected mode: any mode accepted (%ld samples: %s)\n",
-					      name, w.samples, modes);
+			pvst_skip(what2, "any mode accepted");
 		else
 			ksft_test_result(w.samples &&
 					 w.by_mode[o->expect] == w.samples,
-					 "%s: page in mode %s throughout (%ld samples: %s; line %s)\n",
-					 name, mode_name(o->expect), w.samples,
-					 modes, lines);
+					 "%s\n", what2);
 	}
 	/* Per-CPU mode keeps a floor per process, not across processes. */
 	expect_order = !(processes && o->expect == PVREAD_MODE_PERCPU);
 	ok = !ooo && reads;
+	ksft_print_msg("order: %s: %ld of %ld out of order, largest %lld ns\n",
+		       name, ooo, reads, (long long)worst);
+	snprintf(what, sizeof(what),
+		 "%s: CLOCK_MONOTONIC, _RAW and BOOTTIME ordered across %s",
+		 name, processes ? "processes" : "threads");
 	if (expect_order)
-		ksft_test_result(ok, "%s: CLOCK_MONOTONIC, _RAW and BOOTTIME ordered across %s (%ld of %ld out of order, largest %lld ns)\n",
-				 name, processes ? "processes" : "threads",
-				 ooo, reads, (long long)worst);
+		ksft_test_result(ok, "%s\n", what);
 	else
-		ksft_test_result_skip("%s: per-CPU mode does not order readings across processes (%ld of %ld out of order, largest %lld ns)\n",
-				      name, ooo, reads, (long long)worst);
+		pvst_skip(what, "per-CPU mode does not order readings across processes");
 }
 
 /* ---- main ---- */
@@ -722,9 +724,16 @@ int main(int argc, char **argv)
 	if (cases & 1)
 		run_case("processes", true, procs, &o);
 	if (cases & 2) {
+		static const char *const names[] = {
+			"threads: every pinned reader read",
+			"threads: reads answered from the page",
+			"threads: page in the expected mode throughout",
+			"threads: CLOCK_MONOTONIC, _RAW and BOOTTIME ordered across threads",
+		};
+
 		if (stop_signal)
 			for (i = 0; i < 4; i++)
-				ksft_test_result_skip("threads: stopped by a signal before this case\n");
+				pvst_skip(names[i], "stopped by a signal before this case");
 		else
 			run_case("threads", false, threads, &o);
 	}

@@ -23,7 +23,8 @@ wait_mode() {
 
 warp_skew=100000000
 if [ "$expect_mode" != line ]; then
-	echo "ok - line: a TSC warp ends line mode # SKIP no line mode here (expected $expect_mode/$expect_line, parameters \"$PVREAD_KMOD_ARGS\")"
+	echo "# line: expected $expect_mode/$expect_line, parameters \"$PVREAD_KMOD_ARGS\""
+	echo "ok - line: a TSC warp ends line mode # SKIP no line mode here"
 elif [ "$(grep -c ^processor /proc/cpuinfo)" -lt 2 ]; then
 	echo "ok - line: a TSC warp ends line mode # SKIP one vCPU: the cross-vCPU TSC check has no second vCPU"
 elif [ ! -w $params/test_tsc_skew ] || [ ! -e $sys/tsc_check ]; then
@@ -50,7 +51,8 @@ else
 		[ "$(cat $sys/mode)/$(cat $sys/line)" = percpu/warp ]
 	check "line: the page says so too (mode 1, line_state 3)" \
 		[ "$(hdr_field mode)/$(hdr_field line_state)" = 1/3 ]
-	check "line: tsc_warp shows the step back ($(cat $sys/tsc_warp) ticks, skew $warp_skew)" \
+	echo "# line: tsc_warp $(cat $sys/tsc_warp) ticks, skew $warp_skew"
+	check "line: tsc_warp shows the step back" \
 		[ "$(cat $sys/tsc_warp)" -gt $((warp_skew / 2)) ]
 	sleep 2
 	echo 0 > $params/test_tsc_skew
@@ -65,7 +67,8 @@ else
 	wait $reader
 	rc=$?
 	sed 's/^/# warp reader: /' /tmp/pvread-order-warp.out | grep -v '^# warp reader: # threads: reader'
-	check "line: threads reading across line -> percpu -> line never saw a clock go back (pvread_order exit $rc)" \
+	echo "# line: warp reader (pvread_order) exit $rc"
+	check "line: threads reading across line -> percpu -> line never saw a clock go back" \
 		[ $rc -eq 0 ]
 fi
 exit "$failed"

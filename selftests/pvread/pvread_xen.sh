@@ -1,14 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# In a Xen guest (dom0 or domU): load pvread.ko, run pvread_test and
-# pvread_order, unload, and check that the kernel complained about nothing.
+# In a Xen guest (dom0 or domU): load pvread.ko, run the test programs,
+# unload, and check that the kernel complained about nothing.
 # Prints "ok"/"not ok" lines for each check; exits non-zero when any failed.
-# Usage: [PVREAD_KMOD_ARGS=...] pvread_xen.sh [MODULE] [pvread_test options...]
+# Usage: [PVREAD_KMOD_ARGS=...] pvread_xen.sh [MODULE]
 # PVREAD_KMOD_ARGS: the module's parameters for every load (the machine's,
 # MACHINE_PARAMS in vm/machines/NAME); PVREAD_EXPECT: the mode and line state it must settle
 # in (see pvread_lib.sh).
 mod=${1:-./pvread.ko}
-[ $# -gt 0 ] && shift
 . "$(dirname "$0")/pvread_lib.sh"
 
 sys=/sys/class/misc/pvread
@@ -25,30 +24,28 @@ pvread_kmod_test wait-mode "$expect_mode" 30
 dmesg | grep 'pvread:' | sed 's/^/# /'
 pvread-status | sed 's/^/# /'
 pvread_state "after load"
-check "module settles in mode $expect_mode, line $expect_line" \
+check "module settles in the expected mode and line" \
 	[ "$(cat $sys/mode)/$(cat $sys/line)" = "$expect_mode/$expect_line" ]
 
-pvread_test --xen --expect-mode "$expect_mode" "$@"
-rc=$?
-check "pvread_test --xen (exit $rc)" [ $rc -eq 0 ]
-# The same program as the kselftest runner runs it: no arguments.
-run_kselftest_pvread pass
+# The device and every clock against the kernel's, one program per
+# property, in the machine's mode (PVREAD_EXPECT_MODE).
+for p in $(pvread_device_progs); do
+	pvread_run "$p"
+done
+# The same programs as the kselftest runner runs them.
+run_kselftest_pvread xen
 
 # CLOCK_MONOTONIC, _RAW and BOOTTIME ordered across processes and threads
 # pinned to different vCPUs, >= 10^7 reads each, from the page.  In per-CPU
 # mode only threads are (its floor is per process): the processes' figures
 # are shown, as a skip.
-pvread_order --expect-mode "$expect_mode" --reads 10000000
-rc=$?
-check "pvread_order (exit $rc)" [ $rc -eq 0 ]
+pvread_run pvread_order --expect-mode "$expect_mode" --reads 10000000
 pvread_state "after pvread_order"
 
 # Every clock on every vCPU, >= 10^7 reads, while the vCPUs are switched,
 # the clock is stepped and slewed, a vCPU is unplugged and the module is
 # unloaded and reloaded (both must be refused) -- in the machine's mode.
-pvread_test --stress 10 --module "$mod" --expect-mode "$expect_mode"
-rc=$?
-check "pvread_test --stress (exit $rc)" [ $rc -eq 0 ]
+pvread_run pvread_stress --seconds 10 --module "$mod"
 pvread_state "after the stress run"
 
 # Unmodified programs through the preload shim: no clock system call.

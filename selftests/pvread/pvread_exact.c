@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per vCPU, the library's pvclock is the kernel's: Xen keeps every vCPU's
+ * record current, and each library sample lies between the kernel's own
+ * computations from the same record just before and after it (the
+ * reference ioctl), never going back within a batch.
+ */
+#define _GNU_SOURCE
+#include "pvread_harness.h"
+
+#define BATCH 64
+
+FIXTURE(exact) {
+	struct pvst_cpus cpus;
+	int fd;
+};
+
+FIXTURE_SETUP(exact)
+{
+	pvst_find_cpus(&self->cpus);
+	self->fd = open(PVREAD_DEVICE, O_RDONLY);
+	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s", PVREAD_DEVICE,
+				       strerror(errno));
+}
+
+FIXTURE_TEARDOWN(exact)
+{
+	close(self->fd);
+}
+
+/* Xen rewrites each record within seconds: none is left behind. */
+TEST_F_TIMEOUT(exact, records_update, 300)
+{
+	struct pvread_sample s0, s;
+	int i, cpu, failures = 0;
+	int64_t t0;
+
+	for (i = 0; i < self->cpus.n; i++) {
+		cpu = self->cpus.id[i];
+		if (!pvst_pin(cpu) || pvread_sample_pvclock(&s0)) {
+			ksft_print_msg("cpu%d: no sample: %s\n", cpu,
+				       strerror(errno));
+			failures++;
+			continue;
+		}
+		t0 = pvst_sys_ns(CLOCK_MONOTONIC);
+		do {
+			if (pvread_sample_pvclock(&s))
+				continue;
+		} while (s.version == s0.version && pvst_elapsed(t0) < 10);
+		ksft_print_msg("cpu%d: record version %u -> %u after %.3f s\n",
+			       cpu, s0.version, s.version, pvst_elapsed(t0));
+		if (s.version == s0.version || s.cpu != (uint32_t)cpu)
+			failures++;
+	}
+	pvst_unpin(&self->cpus);
+	EXPECT_EQ(0, failures);
+}
+
+/*
+ * Batches of library samples between two reference ioctls: a sample is
+ * judged when all three are on the vCPU and the record was not rewritten
+ * in between, which must be most of them.
+ */
+TEST_F_TIMEOUT(exact, per_vcpu, 300)
+{
+	long min_reads = pvst_reads(), bad_cpus = 0;
+	double min_seconds = pvst_seconds();
+	struct pvread_reference before, after;
+	struct pvread_sample s[BATCH];
+	int i, n, cpu;
+	int64_t t0;
+
+	for (n = 0; n < self->cpus.n; n++) {
+		long reads = 0, checked = 0, changed = 0, violations = 0;
+		long wrong_cpu = 0;
+
+		cpu = self->cpus.id[n];
+		ASSERT_TRUE(pvst_pin(cpu)) TH_LOG("pin to cpu%d: %s", cpu,
+						  strerror(errno));
+		t0 = pvst_sys_ns(CLOCK_MONOTONIC);
+		while (reads < min_reads || pvst_elapsed(t0) < min_seconds) {
+			ASSERT_TRUE(pvst_reference(self->fd, &before));
+			for (i = 0; i < BATCH; i++)
+				if (pvread_sample_pvclock(&s[i]))
+					s[i].cycles = 0;
+			ASSERT_TRUE(pvst_reference(self->fd, &after));
+			for (i = 0; i < BATCH; i++) {
+				reads++;
+				if (s[i].cpu != (uint32_t)cpu ||
+				    before.cpu != (uint32_t)cpu ||
+				    after.cpu != (uint32_t)cpu) {
+					wrong_cpu++;
+					continue;
+				}
+				if (!s[i].cycles ||
+				    pvst_exact_judge(&before, &s[i], &after) ==
+				    PVST_EXACT_UNCHECKED) {
+					changed++;
+					continue;
+				}
+				checked++;
+				if (pvst_exact_judge(&before, &s[i], &after) ==
+				    PVST_EXACT_OK &&
+				    (!i || !s[i - 1].cycles ||
+				     s[i].cycles >= s[i - 1].cycles))
+					continue;
+				if (violations++ < 5)
+					ksft_print_msg("cpu%d: %llu not in [%llu, %llu]\n",
+						       cpu,
+						       (unsigned long long)s[i].cycles,
+						       (unsigned long long)before.cycles,
+						       (unsigned long long)after.cycles);
+			}
+		}
+		ksft_print_msg("cpu%d: %ld reads, %ld checked, %ld skipped (record rewritten), %ld on a wrong cpu, %ld violations\n",
+			       cpu, reads, checked, changed, wrong_cpu,
+			       violations);
+		bad_cpus += checked < reads / 2 || violations || wrong_cpu;
+	}
+	pvst_unpin(&self->cpus);
+	EXPECT_EQ(0, bad_cpus);
+}
+
+PVREAD_XEN_HARNESS_MAIN
