@@ -108,24 +108,6 @@ static int64_t skew_ns;
 static int cpus[1024];
 static int nr_cpus;
 
-static const char *const mode_names[] = { "none", "percpu", "stable", "line" };
-static const char *const line_names[] = {
-	"active", "off", "unvouched", "warp", "unchecked", "stable", "waiting",
-	"rates",
-};
-#define NR_MODE_NAMES (int)(sizeof(mode_names) / sizeof(mode_names[0]))
-#define NR_LINE_NAMES (int)(sizeof(line_names) / sizeof(line_names[0]))
-
-static const char *mode_name(uint32_t m)
-{
-	return m < NR_MODE_NAMES ? mode_names[m] : "?";
-}
-
-static const char *line_name(uint32_t s)
-{
-	return s < NR_LINE_NAMES ? line_names[s] : "?";
-}
-
 static int64_t ts_ns(const struct timespec *ts)
 {
 	return ts->tv_sec * 1000000000LL + ts->tv_nsec;
@@ -171,11 +153,6 @@ static void find_cpus(void)
 
 static const volatile struct pvread_header *hdr;
 
-struct hdr_sample {
-	uint32_t mode, line_state;
-	uint64_t bound, tsc_warp, anchors;
-};
-
 static void map_header(void)
 {
 	int fd = open(PVREAD_DEVICE, O_RDONLY);
@@ -194,49 +171,25 @@ static void map_header(void)
 				   PVREAD_ABI_VERSION);
 }
 
-static void sample_header(struct hdr_sample *s)
-{
-	uint32_t seq;
-
-	for (;;) {
-		seq = hdr->seq;
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (seq & 1) {
-			sched_yield();
-			continue;
-		}
-		s->mode = hdr->mode;
-		s->line_state = hdr->line_state;
-		s->bound = hdr->error_bound_ns;
-		s->tsc_warp = hdr->tsc_warp;
-		s->anchors = hdr->line.anchors;
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (hdr->seq == seq)
-			return;
-	}
-}
-
-/* What the coordinator saw of the page while the readers ran. */
 struct page_watch {
 	long samples;
-	long by_mode[NR_MODE_NAMES + 1];
-	long by_line[NR_LINE_NAMES + 1];
+	long by_mode[PVST_NR_MODES + 1];
+	long by_line[PVST_NR_LINES + 1];
 	uint64_t bound_min, bound_max, anchors0, anchors1, warp_max;
 };
 
 static void watch(struct page_watch *w)
 {
-	struct hdr_sample s;
+	struct pvst_page s;
 
-	if (!hdr)
+	if (!hdr || !pvst_page_sample(&s))
 		return;
-	sample_header(&s);
 	if (!w->samples++) {
 		w->bound_min = s.bound;
 		w->anchors0 = s.anchors;
 	}
-	w->by_mode[s.mode < NR_MODE_NAMES ? s.mode : NR_MODE_NAMES]++;
-	w->by_line[s.line_state < NR_LINE_NAMES ? s.line_state : NR_LINE_NAMES]++;
+	w->by_mode[s.mode < PVST_NR_MODES ? s.mode : PVST_NR_MODES]++;
+	w->by_line[s.line_state < PVST_NR_LINES ? s.line_state : PVST_NR_LINES]++;
 	if (s.bound < w->bound_min)
 		w->bound_min = s.bound;
 	if (s.bound > w->bound_max)
@@ -244,23 +197,6 @@ static void watch(struct page_watch *w)
 	if (s.tsc_warp > w->warp_max)
 		w->warp_max = s.tsc_warp;
 	w->anchors1 = s.anchors;
-}
-
-/* "line x120, none x3" */
-static void counts_str(char *buf, size_t len, const long *n, int nr,
-		       const char *(*name)(uint32_t))
-{
-	size_t used = 0;
-	int i;
-
-	buf[0] = '\0';
-	for (i = 0; i <= nr && used < len; i++)
-		if (n[i])
-			used += snprintf(buf + used, len - used, "%s%s x%ld",
-					 used ? ", " : "",
-					 i < nr ? name(i) : "?", n[i]);
-	if (!used)
-		snprintf(buf, len, "not sampled");
 }
 
 /* ---- the readers ---- */
@@ -453,8 +389,8 @@ static void run_case(const char *name, bool processes, int n,
 					 "%s%s %llu", used ? ", " : ": ",
 					 pvread_slow_reason_name(j),
 					 (unsigned long long)by_reason[j]);
-	counts_str(modes, sizeof(modes), w.by_mode, NR_MODE_NAMES, mode_name);
-	counts_str(lines, sizeof(lines), w.by_line, NR_LINE_NAMES, line_name);
+	pvst_counts(modes, sizeof(modes), w.by_mode, PVST_NR_MODES, pvst_mode_name);
+	pvst_counts(lines, sizeof(lines), w.by_line, PVST_NR_LINES, pvst_line_name);
 	pct = fast + slow ? 100.0 * fast / (fast + slow) : 0;
 
 	ksft_print_msg("order: %s: %d readers on %d vCPUs, %ld reads in %.1f s (%.0f per reader, %.2f M/s in all) of CLOCK_MONOTONIC, _RAW, BOOTTIME%s\n",
@@ -495,7 +431,7 @@ static void run_case(const char *name, bool processes, int n,
 		ksft_print_msg("order: %s: %.3f%% fast, limit %.3g%%; %ld page samples: %s; line %s; expected mode %s\n",
 			       name, pct, o->min_fast_pct, w.samples, modes,
 			       lines, o->expect == EXPECT_ANY ? "any" :
-			       mode_name(o->expect));
+			       pvst_mode_name(o->expect));
 		ksft_test_result(fast && pct >= o->min_fast_pct, "%s\n", what);
 		if (o->expect == EXPECT_ANY)
 			pvst_skip(what2, "any mode accepted");
@@ -566,8 +502,8 @@ static int parse_mode(const char *s)
 
 	if (!strcmp(s, "any"))
 		return EXPECT_ANY;
-	for (i = 0; i < NR_MODE_NAMES; i++)
-		if (!strcmp(s, mode_names[i]))
+	for (i = 0; i < PVST_NR_MODES; i++)
+		if (!strcmp(s, pvst_mode_names[i]))
 			return i;
 	fprintf(stderr, "pvread_order: unknown mode '%s'\n", s);
 	usage();
@@ -600,7 +536,7 @@ int main(int argc, char **argv)
 	const char *tolerance = NULL;
 	double wait_s = 30;
 	struct pvread_info info;
-	struct hdr_sample s;
+	struct pvst_page s = { 0 };
 	struct stat sb;
 
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -697,9 +633,8 @@ int main(int argc, char **argv)
 	 * the library maps the page here, so that the readers inherit it. */
 	for (i = 0; i <= wait_s * 10; i++) {
 		pvread_get_info(&info);
-		if (!hdr)
+		if (!hdr || !pvst_page_sample(&s))
 			break;
-		sample_header(&s);
 		if (stop_signal || (info.fast &&
 		    (o.expect == EXPECT_ANY || s.mode == (uint32_t)o.expect)))
 			break;
@@ -707,12 +642,12 @@ int main(int argc, char **argv)
 	}
 	if (hdr)
 		ksft_print_msg("order: %d vCPUs; page: mode %s, line %s, bound %llu ns, tsc_warp %llu, line anchors %llu; library: mapped %d, fast %d, tolerance %llu ns; expecting mode %s (after %.1f s)\n",
-			       nr_cpus, mode_name(s.mode), line_name(s.line_state),
+			       nr_cpus, pvst_mode_name(s.mode), pvst_line_name(s.line_state),
 			       (unsigned long long)s.bound,
 			       (unsigned long long)s.tsc_warp,
 			       (unsigned long long)s.anchors, info.mapped,
 			       info.fast, (unsigned long long)info.tolerance_ns,
-			       o.expect == EXPECT_ANY ? "any" : mode_name(o.expect),
+			       o.expect == EXPECT_ANY ? "any" : pvst_mode_name(o.expect),
 			       i / 10.0);
 	else
 		ksft_print_msg("order: %d vCPUs; source libc (the kernel's clock)\n",

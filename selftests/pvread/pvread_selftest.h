@@ -171,6 +171,26 @@ static inline bool pvst_mode_ok(int expect, uint32_t mode)
 					   mode == (uint32_t)expect;
 }
 
+/*
+ * "line x120, none x3": the nonzero of @n[0..@nr] by @name (@n[@nr]
+ * counts the unknown ones); "not sampled" when all are zero.
+ */
+static inline void pvst_counts(char *buf, size_t len, const long *n, int nr,
+			       const char *(*name)(uint32_t))
+{
+	size_t used = 0;
+	int i;
+
+	buf[0] = '\0';
+	for (i = 0; i <= nr && used < len; i++)
+		if (n[i])
+			used += snprintf(buf + used, len - used, "%s%s x%ld",
+					 used ? ", " : "", i < nr ? name(i) : "?",
+					 n[i]);
+	if (!used)
+		snprintf(buf, len, "not sampled");
+}
+
 struct pvst_page {
 	uint32_t mode, line_state;
 	uint64_t bound, tsc_warp, anchors;
@@ -400,8 +420,8 @@ static inline const char *pvst_why_not_xen(void)
  */
 static inline void pvst_skip(const char *name, const char *reason)
 {
-	printf("ok %u %s # SKIP %s\n", ksft_test_num(), name, reason);
 	ksft_inc_xskip_cnt();
+	printf("ok %u %s # SKIP %s\n", ksft_test_num(), name, reason);
 }
 
 #endif /* PVREAD_SELFTEST_H */

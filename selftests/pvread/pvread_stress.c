@@ -149,20 +149,6 @@ static bool write_file(const char *path, const char *s)
 	return ok;
 }
 
-/* "name xN, ..." of the nonzero counts. */
-static void counts(char *buf, size_t len, const long *n, int nr,
-		   const char *(*name)(uint32_t))
-{
-	size_t used = 0;
-	int j;
-
-	buf[0] = '\0';
-	for (j = 0; j <= nr && used < len; j++)
-		if (n[j])
-			used += snprintf(buf + used, len - used, "%s%s x%ld",
-					 used ? ", " : "", name(j), n[j]);
-}
-
 FIXTURE(stress) {
 	struct pvst_cpus cpus;
 	int fd;
@@ -288,8 +274,8 @@ TEST_F_TIMEOUT(stress, everything_moves, STRESS_MAX_SECONDS + 120)
 					 "%s%s %llu", used ? ", " : ": ",
 					 pvread_slow_reason_name(j),
 					 (unsigned long long)by_reason[j]);
-	counts(modes, sizeof(modes), by_mode, PVST_NR_MODES, pvst_mode_name);
-	counts(lines, sizeof(lines), by_line, PVST_NR_LINES, pvst_line_name);
+	pvst_counts(modes, sizeof(modes), by_mode, PVST_NR_MODES, pvst_mode_name);
+	pvst_counts(lines, sizeof(lines), by_line, PVST_NR_LINES, pvst_line_name);
 	ksft_print_msg("stress: page: mode %s at the start, %s at the end; sampled %s; line %s; bound %llu ns at the end; line anchors %llu -> %llu; module parameters \"%s\"\n",
 		       pvst_mode_name(first.mode), pvst_mode_name(pg.mode), modes,
 		       lines, (unsigned long long)pg.bound,
