@@ -31,12 +31,17 @@ payload: all
 	rm -rf $(PAYLOAD) && mkdir -p $(PAYLOAD)/bin
 	cp kmod/pvread.ko selftests/pvread/test_cs/pvread_test_cs.ko \
 	   selftests/pvread/*.sh $(PAYLOAD)/
-	cp build/selftests/pvread_* user/build/pvread-status user/build/pvread-bench \
+	cp user/build/pvread-status user/build/pvread-bench \
 	   user/build/test/timeloop $(PAYLOAD)/bin/
 	mkdir -p $(PAYLOAD)/lib && cp user/build/libpvread-preload.so $(PAYLOAD)/lib/
 	rm -rf $(KSFT_TREE)/pvread && cp -r selftests/pvread $(KSFT_TREE)/pvread
 	$(MAKE) -C $(KSFT_TREE) TARGETS=pvread PVREAD_ROOT=$(CURDIR) \
 		KSFT_INSTALL_PATH=$(CURDIR)/$(PAYLOAD)/kselftest install
+	# The test programs once, stripped, linked from bin/: eleven static
+	# programs twice over made the domU's initramfs lose its payload.
+	for f in $(PAYLOAD)/kselftest/pvread/pvread_*; do \
+		strip "$$f" && ln -s "../kselftest/pvread/$${f##*/}" $(PAYLOAD)/bin/ || exit 1; \
+	done
 
 demo check:
 	vm/$@
