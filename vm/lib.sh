@@ -101,6 +101,14 @@ vm_initrd() {
     [[ -z $cs ]] || echo "$cs" >"$stage/opt/pvread/.clocksource"
     (cd "$stage" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort |
         cpio -o -H newc --owner=0:0 --quiet | gzip -1) >"$out.payload"
-    cat "$base" "$out.payload" >"$out"
-    rm -rf "$stage" "$out.payload"
+    # VM_INITRD_RAW_HEAD=1 (a domU's): an uncompressed first archive (the
+    # directory opt), so that Xen's domain builder loads the image as it
+    # is. An image that starts gzipped it may inflate itself, and then only
+    # its first member reaches the kernel: the base without the suite.
+    : >"$out.head"
+    if [[ ${VM_INITRD_RAW_HEAD:-0} == 1 ]]; then
+        (cd "$stage" && echo opt | cpio -o -H newc --owner=0:0 --quiet) >"$out.head"
+    fi
+    cat "$out.head" "$base" "$out.payload" >"$out"
+    rm -rf "$stage" "$out.payload" "$out.head"
 }
