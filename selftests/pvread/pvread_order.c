@@ -462,19 +462,6 @@ static void on_stop(int sig)
 	stop_signal = 1;
 }
 
-static bool xen_guest(void)
-{
-	char type[16] = { 0 };
-	FILE *f = fopen("/sys/hypervisor/type", "r");
-
-	if (!f)
-		return false;
-	if (!fgets(type, sizeof(type), f))
-		type[0] = '\0';
-	fclose(f);
-	return !strcmp(type, "xen\n");
-}
-
 static void usage(void)
 {
 	fprintf(stderr,
@@ -615,7 +602,7 @@ int main(int argc, char **argv)
 
 	ksft_print_header();
 	if (source == SRC_PVREAD) {
-		if (!xen_guest())
+		if (!pvst_xen_guest())
 			ksft_exit_skip("not a Xen guest (/sys/hypervisor/type is not \"xen\"): no pvread.ko, no %s\n",
 				       PVREAD_DEVICE);
 		if (stat(PVREAD_DEVICE, &sb))
