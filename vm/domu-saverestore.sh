@@ -20,7 +20,8 @@
 # saw that many resumes, re-registered every online vCPU, and the reader saw
 # no backward step, no read beyond the bound and no exactness violation.
 # The module is loaded with PVREAD_KMOD_ARGS (see pvread_lib.sh). Prints
-# ok/not ok lines.
+# KTAP (pvread_lib.sh): the reader, pvread_kmod_test and pvread_warp.sh as
+# subtests.
 stress=${1:-150}
 wait_s=${2:-$((stress + 60))}
 resumes=${3:-1}
@@ -77,7 +78,8 @@ while [ "$seen" -lt $((r0 + resumes)) ] && [ "$(uptime_s)" -lt $end ]; do
 			echo "# saverestore: after resume $n: line_anchors $a_ref -> $(cat $sys/line_anchors), line $(cat $sys/line)"
 			check "saverestore: after each resume: the line re-anchored" \
 				[ "$(cat $sys/line_anchors)" -gt "$a_ref" -a "$(cat $sys/line)" = active ]
-			pvread_kmod_test line-rate 50000 || failed=1
+			pvread_sub "pvread_kmod_test line-rate: resume" \
+				pvread_kmod_test line-rate 50000
 		fi
 	fi
 	a_prev=$(cat $sys/line_anchors)
@@ -86,8 +88,8 @@ r1=$(cat $sys/resumes)
 echo "# resumes $r0 -> $r1"
 wait $reader
 rc=$?
-# KTAP as it came (its ok/not ok lines count as results), then ours.
-cat /tmp/stress.out
+# The reader's KTAP as a subtest, whose result is its exit status.
+sed 's/^/  /' /tmp/stress.out
 echo "# saverestore: the reader (pvread_stress) across $resumes suspend/resume(s): exit $rc; resumes $r0 -> $r1"
 check "saverestore: the reader across the suspends and resumes exits 0" [ $rc -eq 0 ]
 check "saverestore: the module saw every resume" [ "$r1" -eq $((r0 + resumes)) ]
@@ -99,7 +101,8 @@ check "saverestore: every online vCPU registered after restore" \
 	[ "$(cat $sys/registered)" = "$(cat /sys/devices/system/cpu/online)" ]
 # Every vCPU stays online across a Xen restore: each record must have been
 # registered again from its own CPU, and Xen must write it again.
-pvread_kmod_test registered 5 "saverestore: after restore" || failed=1
+pvread_sub "pvread_kmod_test registered: restore" \
+	pvread_kmod_test registered 5 "saverestore: after restore"
 check "saverestore: the expected mode after restore" [ "$(cat $sys/mode)" = "$expect_mode" ]
 echo "# saverestore: $((seen - r0)) of $resumes resumes checked"
 check "saverestore: a resume check for each resume" \
@@ -115,12 +118,10 @@ check "saverestore: the expected line after restore" [ "$(cat $sys/line)" = "$ex
 if [ "$expect_mode" = line ]; then
 	# The line across vCPUs, after the resumes: ordered across processes
 	# and threads, and ended by a TSC warp.
-	pvread_order --expect-mode line --reads 10000000
-	rc=$?
-	echo "# saverestore: pvread_order after the resumes: exit $rc"
-	check "saverestore: pvread_order after the resumes" [ $rc -eq 0 ]
-	sh ./pvread_warp.sh || failed=1
+	pvread_sub "saverestore: pvread_order after the resumes" \
+		pvread_order --expect-mode line --reads 10000000
+	pvread_sub pvread_warp.sh sh ./pvread_warp.sh
 fi
 check "saverestore: rmmod pvread" rmmod pvread
 check_dmesg
-exit "$failed"
+pvread_done

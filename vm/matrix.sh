@@ -198,15 +198,19 @@ matrix_init_results() {
 matrix_record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
 
 # matrix_parse MACHINE OUTFILE: the KTAP results of the guest's output, as
-# the tests name them ("ok 3 bounded.monotonic.within_bound", "ok - sysfs:
-# updates advance"): a name is the same on every machine and in every run,
-# what was seen goes on "# " lines.  "# SKIP" makes a result a skip; a skip
-# without a name (this kernel's kselftest_harness.h prints "ok N # SKIP
-# reason") takes the name of the test the harness said it runs ("#  RUN
-# NAME ...").  The "# " lines before a result, back to the one before, are
-# that test's figures: into $FIGURES as machine, test, line.
+# the tests name them ("ok 3 bounded.monotonic.within_bound", "ok 12 sysfs:
+# updates advance"), at every level: a subtest's lines (indented) are
+# results as well, and so is the subtest itself (the program or script
+# that printed them, "ok 7 pvread_exact").  A name is the same on every
+# machine and in every run, what was seen goes on "# " lines.  "# SKIP"
+# makes a result a skip; a skip without a name (kselftest.h's
+# ksft_test_result_skip prints "ok N # SKIP reason") takes the name of the
+# test the harness said it runs ("#  RUN NAME ..."), else its reason.  The
+# "# " lines before a result, back to the one before, are that test's
+# figures: into $FIGURES as machine, test, line.
 matrix_parse() {
     awk -v m="$1" -v figures="$FIGURES" '
+    { sub(/^[ \t]+/, "") }
     /^# +RUN +[^ ]/ { run = $3; nd = 0; next }
     /^# +(OK|FAIL|SKIP) +[^ ]/ || /^# (PASSED|FAILED|Starting|Totals|Planned)/ { next }
     /^#/ { d[++nd] = $0; next }

@@ -19,11 +19,11 @@
 	if (!_failed) {							\
 		ksft_print_msg("%s: succeeded, want %s\n",		\
 			       _metadata->name, strerror(want));	\
-		_metadata->passed = 0;					\
+		_metadata->exit_code = KSFT_FAIL;				\
 	} else if (_err != (want)) {					\
 		ksft_print_msg("%s: %s, want %s\n", _metadata->name,	\
 			       strerror(_err), strerror(want));		\
-		_metadata->passed = 0;					\
+		_metadata->exit_code = KSFT_FAIL;				\
 	} else {							\
 		ksft_print_msg("%s: refused: %s\n", _metadata->name,	\
 			       strerror(_err));				\

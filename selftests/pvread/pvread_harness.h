@@ -9,7 +9,11 @@
 
 #include "pvread_selftest.h"
 
-/* As the kernel builds it: without -Wextra. */
+/*
+ * As the kernel builds it: without -Wextra's -Wunused-parameter (and
+ * -Wclobbered, which the Makefile turns off: it is reported where TEST_F
+ * expands, past this pop).
+ */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #include "kselftest_harness.h"

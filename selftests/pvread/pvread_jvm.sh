@@ -66,4 +66,4 @@ if [ -n "$ms_libc" ] && [ -n "$ms_shim" ] && [ -n "$ns_libc" ] && [ -n "$ns_shim
 fi
 check "rmmod" rmmod pvread
 check_dmesg
-exit $failed
+pvread_done

@@ -4,7 +4,7 @@
 # guest does -- sysfs status, the stable-mode decision, line mode leaving
 # on a TSC warp and coming back, clocksource switches, vCPU hotplug, time
 # jumps and slews, suspend/resume, 100 load/unload cycles.
-# Prints "ok"/"not ok" lines; exits non-zero when any failed.
+# KTAP (pvread_lib.sh); exits 1 when any check failed.
 # Usage: [PVREAD_KMOD_ARGS=...] pvread_kmod.sh [MODULE] [CYCLES]
 # Every load takes PVREAD_KMOD_ARGS as its parameters (see pvread_lib.sh).
 mod=${1:-./pvread.ko}
@@ -16,9 +16,11 @@ csdir=/sys/devices/system/clocksource/clocksource0
 T=pvread_kmod_test
 params=/sys/module/pvread/parameters
 
-# run_t ARGS...: a pvread_kmod_test subcommand, which prints its own lines.
+# run_t NAME ARGS...: a pvread_kmod_test subcommand, as the subtest
+# "pvread_kmod_test NAME".
 run_t() {
-	"$T" --mode "$expect_mode" "$@" || failed=1
+	_n=$1; shift
+	pvread_sub "pvread_kmod_test $_n" "$T" --mode "$expect_mode" "$@"
 }
 
 # wait_mode MODE SEC: wait for the page's mode (prints the outcome).
@@ -96,7 +98,7 @@ else
 	a1=$(cat $sys/line_anchors)
 	echo "# line_anchors: $a0 -> $a1 in 1 s"
 	check "sysfs: a line anchored at every update (line_anchors advance)" [ "$a1" -gt "$a0" ]
-	run_t line-rate 50000
+	run_t line-rate line-rate 50000
 fi
 check "sysfs: registered lists the records registered in the page" \
 	[ "$(cat $sys/registered)" = "$("$T" hdr | sed -n 's/^# registered_list=//p')" ]
@@ -110,13 +112,13 @@ if [ -r /sys/hypervisor/version/major ]; then
 	echo "# sysfs: area $(cat $sys/area) on Xen $xv, want $want_area"
 	check "sysfs: area as the Xen version says" [ "$(cat $sys/area)" = "$want_area" ]
 else
-	echo "ok - sysfs: area as the Xen version says # SKIP no /sys/hypervisor/version"
+	skip "sysfs: area as the Xen version says" "no /sys/hypervisor/version"
 fi
 # Every online vCPU (but vCPU 0 when its area is the kernel's), each by
 # itself, and Xen writing each.
-run_t registered 5
+run_t registered registered 5
 # The conversion the page publishes is the kernel's, to the nanosecond.
-run_t mirror 10000
+run_t mirror mirror 10000
 check "sysfs: flags match the page" \
 	[ "$(cat $sys/flags)" = "$(hdr_field flags)" ]
 check "sysfs: xen_clocksource 1, tsc_stable as the page's flag" \
@@ -132,16 +134,16 @@ check "sysfs: last_update_age_ms below 2000" \
 check "sysfs: read-only (writing refused)" sh -c "! echo 1 > $sys/mode 2>/dev/null"
 
 # ---- stable mode decision ----
-run_t stable
+run_t stable stable
 
 # ---- line mode: a TSC that goes back across vCPUs ends it ----
-sh "$here/pvread_warp.sh" || failed=1
+pvread_sub pvread_warp.sh sh "$here/pvread_warp.sh"
 
 # ---- clocksource switched away and back ----
 if insmod ./pvread_test_cs.ko; then
 	others=$(tr ' ' '\n' < $csdir/available_clocksource | grep -v '^xen$' | grep .)
 	echo "# switching to:" $others
-	run_t clocksource $others
+	run_t clocksource clocksource $others
 	echo xen > $csdir/current_clocksource
 	check "clocksource: test clocksource unloads" rmmod pvread_test_cs
 else
@@ -150,18 +152,18 @@ fi
 
 # ---- vCPU hotplug ----
 if [ -e /sys/devices/system/cpu/cpu1/online ]; then
-	run_t hotplug 1 10
+	run_t hotplug hotplug 1 10
 	echo "# after hotplug: registered $(cat $sys/registered), mode $(cat $sys/mode), line $(cat $sys/line), bound $(cat $sys/error_bound_ns) ns"
 	# cpu1 online again runs the TSC check again: the mode comes back.
 	wait_mode "$expect_mode" 30
 	check "hotplug: the expected mode again after the cycles" [ "$(cat $sys/mode)" = "$expect_mode" ]
-	run_t registered 5 "hotplug: after the cycles"
+	run_t "registered: hotplug" registered 5 "hotplug: after the cycles"
 else
-	echo "ok - hotplug: offline/online cycles of cpu1 # SKIP one vCPU: no cpu1 to take offline"
+	skip "hotplug: offline/online cycles of cpu1" "one vCPU: no cpu1 to take offline"
 fi
 
 # ---- time jumps and slews ----
-run_t jumps
+run_t jumps jumps
 
 # ---- suspend/resume: as far as this machine goes ----
 # pm_test "core" runs the whole suspend path -- freezing, devices, the other
@@ -182,7 +184,7 @@ if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test &&
 	check "suspend: the syscore resume hook ran" [ "$r1" -gt "$r0" ]
 	# Areas are let go at suspend (their records left odd): only a new
 	# registration makes Xen write them again.
-	run_t registered 5 "suspend: after resume"
+	run_t "registered: suspend" registered 5 "suspend: after resume"
 	wait_mode "$expect_mode" 30
 	pvread_state "after resume"
 	check "suspend: the expected mode again after resume" [ "$(cat $sys/mode)" = "$expect_mode" ]
@@ -190,13 +192,13 @@ if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test &&
 		echo "# suspend: line_anchors $a0 -> $(cat $sys/line_anchors)"
 		check "suspend: the line re-anchored after resume" \
 			[ "$(cat $sys/line_anchors)" -gt "$a0" ]
-		run_t line-rate 50000
+		run_t "line-rate: suspend" line-rate 50000
 	fi
 else
 	echo "# suspend: mem_sleep: $(cat /sys/power/mem_sleep 2>/dev/null || echo none); pm_test: $(cat /sys/power/pm_test 2>/dev/null || echo none)"
-	echo "ok - suspend: S3 test cycle (pm_test=core) completes # SKIP no S3 here"
+	skip "suspend: S3 test cycle (pm_test=core) completes" "no S3 here"
 fi
-echo "ok - suspend: Xen save/restore # SKIP driven by dom0's toolstack: the xen417-domu-save machine (xl save + restore of a domU under a reader)"
+skip "suspend: Xen save/restore" "driven by dom0's toolstack: the xen417-domu-save machine (xl save + restore of a domU under a reader)"
 pvread-status -w 5 | sed 's/^/# /'
 # How long the timekeeper waited for the module at each update (the
 # notifier, inside its write section) and how long the look at every
@@ -210,7 +212,7 @@ if [ -r $dbg/notifier_max_ns ]; then
 fi
 # Not a figure but a fact: an update made while a measurement is held in
 # its look at the records goes through, and the measurement is dropped.
-run_t overtaken
+run_t overtaken overtaken
 check "kmod: rmmod pvread" rmmod pvread
 
 # ---- lifecycle: load/unload cycles with a reader in between ----
@@ -313,4 +315,4 @@ check "lifecycle: no Xen refusals or leaks in dmesg" \
 echo "$cs0" > $csdir/current_clocksource
 check "kmod: clocksource put back" [ "$(cat $csdir/current_clocksource)" = "$cs0" ]
 
-exit $failed
+pvread_done

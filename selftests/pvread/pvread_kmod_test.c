@@ -3,8 +3,10 @@
  * pvread_kmod_test: the kernel side of pvread under what a guest does to it,
  * checked through the page user space maps (not through the module's own
  * word).  Run by pvread_kmod.sh in a Xen guest with pvread.ko loaded; each
- * subcommand prints "ok - ..." / "not ok - ..." lines and exits 1 if any
- * check failed, 2 on bad usage or when the page cannot be mapped.
+ * subcommand but hdr and wait-mode prints KTAP (a result per check, figures
+ * on "# " lines; no plan, as how many checks a subcommand makes depends on
+ * the machine) and exits 1 if any check failed, 2 on bad usage or when the
+ * page cannot be mapped.
  *
  *   pvread_kmod_test [--mode MODE] SUBCOMMAND...
  *
@@ -1316,6 +1318,8 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		usage();
 	map_page();
+	if (strcmp(argv[1], "hdr") && strcmp(argv[1], "wait-mode"))
+		ksft_print_header();
 	if (!strcmp(argv[1], "hdr")) {
 		print_hdr();
 	} else if (!strcmp(argv[1], "wait-mode") && argc == 4) {

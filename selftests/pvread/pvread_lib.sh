@@ -1,32 +1,103 @@
 # SPDX-License-Identifier: GPL-2.0
-# Shared by the guest scripts: "ok"/"not ok" lines and the dmesg check.
+# Shared by the guest scripts: their KTAP results, through kselftest's
+# ktap_helpers.sh, and the dmesg checks.  Each script is one KTAP test: a
+# header, its checks as numbered results, the totals, exit 1 if any failed.
+# A program or script it runs is a subtest (pvread_sub): its lines indented
+# two spaces, then one result of its own.
 failed=0
-
-# check DESCRIPTION COMMAND...
-check() {
-	desc=$1; shift
-	if "$@"; then echo "ok - $desc"; else echo "not ok - $desc"; failed=1; fi
-}
-
 pvread_dir=$(cd "$(dirname "$0")" && pwd)
 
-# The kernel log from here on is this script's: a marker goes in, and
-# check_dmesg reads from it (from the start if it has left the ring).
-pvread_mark="pvread selftests: $(basename "$0") starts (pid $$)"
-echo "$pvread_mark" > /dev/kmsg 2>/dev/null || pvread_mark=
+# ktap_helpers.sh is in ../kselftest in a kernel tree and in an installed
+# suite, in kselftest/kselftest in the test machines' /opt/pvread.
+for _pvread_k in "$pvread_dir/../kselftest" "$pvread_dir/kselftest/kselftest"; do
+	[ -f "$_pvread_k/ktap_helpers.sh" ] && break
+done
+if [ ! -f "$_pvread_k/ktap_helpers.sh" ]; then
+	echo "Bail out! $(basename "$0"): no kselftest/ktap_helpers.sh next to $pvread_dir"
+	exit 1
+fi
+. "$_pvread_k/ktap_helpers.sh"
+ktap_print_header
 
-# dmesg_since_mark: the kernel log since this script's marker.
+# ktap_helpers.sh prints a name unquoted: no globbing while it does.
+_pvread_ktap() {
+	set -f
+	"$@"
+	set +f
+}
+
+# check NAME COMMAND...: one result, which passes if COMMAND succeeds.
+check() {
+	_pvread_name=$1; shift
+	if "$@"; then
+		_pvread_ktap ktap_test_pass "$_pvread_name"
+	else
+		_pvread_ktap ktap_test_fail "$_pvread_name"
+		failed=1
+	fi
+}
+
+# skip NAME REASON: a check that cannot be made here, and why.
+skip() {
+	_pvread_ktap __ktap_test ok "$1" "SKIP $2"
+	KTAP_CNT_SKIP=$((KTAP_CNT_SKIP + 1))
+}
+
+# pvread_done: the totals; exit 1 if any check failed.
+pvread_done() {
+	ktap_print_totals
+	exit $failed
+}
+
+# pvread_mark WHAT: a marker in the kernel log, for dmesg_since_mark.
+pvread_mark() {
+	_pvread_m="pvread selftests: $1 starts (pid $$, $(cut -d' ' -f1 /proc/uptime) s)"
+	echo "$_pvread_m" > /dev/kmsg 2>/dev/null || _pvread_m=
+	echo "$_pvread_m"
+}
+
+# dmesg_since_mark MARKER: the kernel log since MARKER (all of it if it has
+# left the ring, or there is no marker).
 dmesg_since_mark() {
-	dmesg | awk -v m="$pvread_mark" '
+	dmesg | awk -v m="$1" '
 		{ line[NR] = $0 }
 		m != "" && index($0, m) { from = NR + 1 }
 		END { for (i = from ? from : 1; i <= NR; i++) print line[i] }'
 }
 
+# dmesg_bad MARKER: the lines since MARKER that say the kernel went wrong.
+dmesg_bad() {
+	dmesg_since_mark "$1" | sh "$pvread_dir/pvread_badness.sh"
+}
+
+# The kernel log from here on is this script's.
+pvread_script_mark=$(pvread_mark "$(basename "$0")")
+
 check_dmesg() {
-	bad=$(dmesg_since_mark | sh "$pvread_dir/pvread_badness.sh")
+	bad=$(dmesg_bad "$pvread_script_mark")
 	[ -n "$bad" ] && echo "$bad" | sed 's/^/# dmesg: /'
 	check "dmesg clean (no BUG, WARNING, Oops, Call Trace, refcount)" [ -z "$bad" ]
+}
+
+# pvread_sub NAME COMMAND...: COMMAND (a test program or script, printing
+# KTAP) as a subtest: its lines, stdout and stderr, indented as they come;
+# then the result NAME, which fails if it exits non-zero or if the kernel
+# logged something bad while it ran (from a marker of its own).
+pvread_sub() {
+	_pvread_name=$1; shift
+	_pvread_m=$(pvread_mark "$_pvread_name")
+	{ "$@" 2>&1; echo $? > /tmp/pvread_sub.$$; } |
+		awk '{ print "  " $0; fflush() }'
+	_pvread_rc=$(cat /tmp/pvread_sub.$$)
+	_pvread_bad=$(dmesg_bad "$_pvread_m")
+	echo "# $_pvread_name: exit $_pvread_rc"
+	[ -n "$_pvread_bad" ] && echo "$_pvread_bad" | sed 's/^/# dmesg: /'
+	check "$_pvread_name" [ "$_pvread_rc" -eq 0 -a -z "$_pvread_bad" ]
+}
+
+# pvread_run PROG [ARGS...]: a test program, as the subtest PROG.
+pvread_run() {
+	pvread_sub "${1##*/}" "$@"
 }
 
 # The programs the kselftest runner runs (the Makefile's TEST_GEN_PROGS,
@@ -37,14 +108,6 @@ pvread_progs() {
 }
 pvread_device_progs() {
 	pvread_progs | grep -v '^pvread_fallback$'
-}
-
-# pvread_run PROG [ARGS...]: a test program, whose KTAP lines are results;
-# and one more, that it ran to its end.
-pvread_run() {
-	"$@"
-	_rc=$?
-	check "$1 exits 0" [ $_rc -eq 0 ]
 }
 
 # run_kselftest_pvread xen|plain: the suite as a kernel tree installs it
@@ -58,8 +121,7 @@ pvread_run() {
 run_kselftest_pvread() {
 	ksft=$pvread_dir/kselftest/run_kselftest.sh
 	if [ ! -x "$ksft" ] || [ -z "$(pvread_progs)" ]; then
-		echo "not ok - kselftest: run_kselftest.sh and its list in the payload"
-		failed=1
+		check "kselftest: run_kselftest.sh and its list in the payload" false
 		return
 	fi
 	out=$(PVREAD_TEST_SECONDS=0.2 PVREAD_TEST_READS=10000 "$ksft" -c pvread 2>&1)

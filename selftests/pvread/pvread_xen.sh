@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # In a Xen guest (dom0 or domU): load pvread.ko, run the test programs,
 # unload, and check that the kernel complained about nothing.
-# Prints "ok"/"not ok" lines for each check; exits non-zero when any failed.
+# KTAP: a result per check, the programs and scripts it runs as subtests
+# (pvread_lib.sh); exits 1 when any failed.
 # Usage: [PVREAD_KMOD_ARGS=...] pvread_xen.sh [MODULE]
 # PVREAD_KMOD_ARGS: the module's parameters for every load (the machine's,
 # MACHINE_PARAMS in vm/machines/NAME); PVREAD_EXPECT: the mode and line state it must settle
@@ -49,7 +50,7 @@ pvread_run pvread_stress --seconds 10 --module "$mod"
 pvread_state "after the stress run"
 
 # Unmodified programs through the preload shim: no clock system call.
-sh "$(dirname "$0")/pvread_shim.sh" xen || failed=1
+pvread_sub pvread_shim.sh sh "$pvread_dir/pvread_shim.sh" xen
 
 # Refused while the device is open (a process holding it mapped).
 pvread-bench -l 2000000000 -v pvread >/dev/null 2>&1 &
@@ -62,7 +63,7 @@ check "module gone" sh -c '! grep -q "^pvread " /proc/modules'
 
 # The kernel side under hotplug, clocksource switches, time jumps, suspend,
 # and load/unload cycles.
-sh "$(dirname "$0")/pvread_kmod.sh" "$mod" || failed=1
+pvread_sub pvread_kmod.sh sh "$pvread_dir/pvread_kmod.sh" "$mod"
 
 check_dmesg
-exit $failed
+pvread_done
