@@ -25,7 +25,7 @@ selftests: user $(KSFT_TREE)/run_kselftest.sh
 # pvread_test_cs.ko: a second clocksource for the clocksource-switch tests.
 # kselftest/: the suite as a kernel tree installs it (make -C
 # tools/testing/selftests TARGETS=pvread install, through the part of the
-# 6.1 tree that get-kselftest-headers extracts): run_kselftest.sh -c pvread.
+# 6.12 tree that get-kselftest-headers extracts): run_kselftest.sh -c pvread.
 payload: all
 	$(MAKE) -C selftests/pvread/test_cs
 	rm -rf $(PAYLOAD) && mkdir -p $(PAYLOAD)/bin

@@ -49,10 +49,11 @@ pvread_done() {
 	exit $failed
 }
 
-# pvread_mark WHAT: a marker in the kernel log, for dmesg_since_mark.
+# pvread_mark WHAT: a marker in the kernel log, for dmesg_since_mark; at
+# KERN_DEBUG (<7>), so that it stays off the console, which is the tests'.
 pvread_mark() {
 	_pvread_m="pvread selftests: $1 starts (pid $$, $(cut -d' ' -f1 /proc/uptime) s)"
-	echo "$_pvread_m" > /dev/kmsg 2>/dev/null || _pvread_m=
+	echo "<7>$_pvread_m" > /dev/kmsg 2>/dev/null || _pvread_m=
 	echo "$_pvread_m"
 }
 
