@@ -14,6 +14,7 @@
 #define BOOTTIME_OFFSET_S 172800
 
 FIXTURE(timens) {
+	bool in_ns;
 };
 
 FIXTURE_VARIANT(timens) {
@@ -51,6 +52,7 @@ FIXTURE_SETUP(timens)
 		  write(fd, offsets, sizeof(offsets) - 1))
 		TH_LOG("write timens_offsets: %s", strerror(errno));
 	close(fd);
+	self->in_ns = true;
 }
 
 FIXTURE_TEARDOWN(timens)
@@ -68,6 +70,9 @@ TEST_F_TIMEOUT(timens, within_bound, 300)
 	int status;
 	pid_t pid;
 
+	/* The 6.1 harness runs a test after its setup's SKIP (6.12's not). */
+	if (!self->in_ns)
+		return;
 	host = pvst_sys_ns(variant->clock);
 	fflush(stdout);
 	pid = fork();
