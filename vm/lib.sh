@@ -68,6 +68,11 @@ platform_load() {
 # The loaded platform's debootstrap'd build root.
 platform_root() { printf '%s\n' "$PVREAD_CACHE/$PLATFORM_SUITE-root"; }
 
+# The file vm/setup-platform leaves in a build root it finished, and which
+# vm/build-kmod-platform requires: one name, bumped when what a root must
+# hold changes (3: sparse), so that an older root is set up again.
+platform_root_complete() { printf '%s\n' "$(platform_root)/.pvread-complete-3"; }
+
 # The loaded platform's kernel version, recorded by vm/setup-platform.
 platform_kver() {
     local f=$PVREAD_CACHE/kver-$PLATFORM
