@@ -37,7 +37,7 @@ payload: all
 	rm -rf $(KSFT_TREE)/pvread && cp -r selftests/pvread $(KSFT_TREE)/pvread
 	$(MAKE) -C $(KSFT_TREE) TARGETS=pvread PVREAD_ROOT=$(CURDIR) \
 		KSFT_INSTALL_PATH=$(CURDIR)/$(PAYLOAD)/kselftest install
-	# The test programs once, stripped, linked from bin/: eleven static
+	# The test programs once, stripped, linked from bin/: the static
 	# programs, which every machine's initramfs carries (22 MB -> 12 MB).
 	for f in $(PAYLOAD)/kselftest/pvread/pvread_*; do \
 		case $$f in *.sh) continue ;; esac; \

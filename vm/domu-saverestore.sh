@@ -20,15 +20,15 @@
 # saw that many resumes, re-registered every online vCPU, and the reader saw
 # no backward step, no read beyond the bound and no exactness violation.
 # The module is loaded with PVREAD_KMOD_ARGS (see pvread_lib.sh). Prints
-# KTAP (pvread_lib.sh): the reader, pvread_kmod_test and pvread_warp.sh as
-# subtests.
+# KTAP (pvread_lib.sh): the reader, pvread_line_rate, pvread_registered and
+# pvread_warp.sh as subtests.
 stress=${1:-150}
 wait_s=${2:-$((stress + 60))}
 resumes=${3:-1}
 new_scale=${4:-}
 # vCPU 0's record's tsc_to_system_mul/tsc_shift, as the page has it
 scale() {
-	pvread_kmod_test hdr |
+	pvread_page |
 		sed -n 's/^# record 0: state=1 .* mul=\([0-9]*\) shift=\(-*[0-9]*\)$/\1\/\2/p'
 }
 # shellcheck source=../selftests/pvread/pvread_lib.sh
@@ -38,14 +38,14 @@ uptime_s() { cut -d. -f1 /proc/uptime; }
 
 echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode, line $expect_line"
 check "saverestore: insmod pvread.ko" pvread_insmod ./pvread.ko
-pvread_kmod_test wait-mode "$expect_mode" 30
+pvread_page wait-mode "$expect_mode" 30
 r0=$(cat $sys/resumes)
 s0=$(scale)
 echo "# before: registered $(cat $sys/registered), mode $(cat $sys/mode), resumes $r0"
 pvread_state before
-pvread_kmod_test hdr | sed -n '1,2p'
+pvread_page | sed -n '1,2p'
 echo "# records before:"; pvread-status | sed -n '/^cpu /,$p' | sed 's/^/#   /'
-[ "$expect_mode" = line ] && pvread_kmod_test line-rate 50000 | sed 's/^/# before the save: /'
+[ "$expect_mode" = line ] && pvread_line_rate | sed 's/^/# before the save: /'
 
 # The reader runs across the save/restore; its own KTAP lines are the checks.
 pvread_stress --seconds "$stress" --module ./pvread.ko --suspends \
@@ -69,17 +69,16 @@ while [ "$seen" -lt $((r0 + resumes)) ] && [ "$(uptime_s)" -lt $end ]; do
 		a_ref=$a_prev
 		[ "$m_now" = "$expect_mode" ] || a_ref=$a_now
 		seen=$r
-		pvread_kmod_test wait-mode "$expect_mode" 30
+		pvread_page wait-mode "$expect_mode" 30
 		pvread_state "after resume $n"
-		pvread_kmod_test hdr | sed -n '1,2p'
+		pvread_page | sed -n '1,2p'
 		check "saverestore: after each resume: the expected mode again" \
 			[ "$(cat $sys/mode)" = "$expect_mode" ]
 		if [ "$expect_mode" = line ]; then
 			echo "# saverestore: after resume $n: line_anchors $a_ref -> $(cat $sys/line_anchors), line $(cat $sys/line)"
 			check "saverestore: after each resume: the line re-anchored" \
 				[ "$(cat $sys/line_anchors)" -gt "$a_ref" -a "$(cat $sys/line)" = active ]
-			pvread_sub "pvread_kmod_test line-rate: resume" \
-				pvread_kmod_test line-rate 50000
+			pvread_sub "pvread_line_rate: resume" pvread_line_rate
 		fi
 	fi
 	a_prev=$(cat $sys/line_anchors)
@@ -93,7 +92,7 @@ sed 's/^/  /' /tmp/stress.out
 echo "# saverestore: the reader (pvread_stress) across $resumes suspend/resume(s): exit $rc; resumes $r0 -> $r1"
 check "saverestore: the reader across the suspends and resumes exits 0" [ $rc -eq 0 ]
 check "saverestore: the module saw every resume" [ "$r1" -eq $((r0 + resumes)) ]
-pvread_kmod_test wait-mode "$expect_mode" 30
+pvread_page wait-mode "$expect_mode" 30
 echo "# after: registered $(cat $sys/registered), mode $(cat $sys/mode)"
 pvread_state after
 echo "# records after:"; pvread-status | sed -n '/^cpu /,$p' | sed 's/^/#   /'
@@ -101,8 +100,7 @@ check "saverestore: every online vCPU registered after restore" \
 	[ "$(cat $sys/registered)" = "$(cat /sys/devices/system/cpu/online)" ]
 # Every vCPU stays online across a Xen restore: each record must have been
 # registered again from its own CPU, and Xen must write it again.
-pvread_sub "pvread_kmod_test registered: restore" \
-	pvread_kmod_test registered 5 "saverestore: after restore"
+pvread_sub "pvread_registered: restore" pvread_registered
 check "saverestore: the expected mode after restore" [ "$(cat $sys/mode)" = "$expect_mode" ]
 echo "# saverestore: $((seen - r0)) of $resumes resumes checked"
 check "saverestore: a resume check for each resume" \

@@ -3,7 +3,10 @@
 # In a Xen guest, with pvread.ko not loaded: the kernel side under what a
 # guest does -- sysfs status, the stable-mode decision, line mode leaving
 # on a TSC warp and coming back, clocksource switches, vCPU hotplug, time
-# jumps and slews, suspend/resume, 100 load/unload cycles.
+# jumps and slews, suspend/resume, 100 load/unload cycles.  The sysfs,
+# suspend and load-cycle checks are its own; the rest are the programs of
+# TEST_GEN_PROGS_EXTENDED (pvread_settime, pvread_hotplug, ...) and some of
+# TEST_GEN_PROGS again after a hotplug or a resume, each a subtest.
 # KTAP (pvread_lib.sh); exits 1 when any check failed.
 # Usage: [PVREAD_KMOD_ARGS=...] pvread_kmod.sh [MODULE] [CYCLES]
 # Every load takes PVREAD_KMOD_ARGS as its parameters (see pvread_lib.sh).
@@ -13,24 +16,16 @@ here=$(dirname "$0")
 . "$here/pvread_lib.sh"
 sys=/sys/class/misc/pvread
 csdir=/sys/devices/system/clocksource/clocksource0
-T=pvread_kmod_test
 params=/sys/module/pvread/parameters
-
-# run_t NAME ARGS...: a pvread_kmod_test subcommand, as the subtest
-# "pvread_kmod_test NAME".
-run_t() {
-	_n=$1; shift
-	pvread_sub "pvread_kmod_test $_n" "$T" --mode "$expect_mode" "$@"
-}
 
 # wait_mode MODE SEC: wait for the page's mode (prints the outcome).
 wait_mode() {
-	"$T" wait-mode "$1" "$2"
+	pvread_page wait-mode "$1" "$2"
 }
 
-# hdr_field NAME: one field from "pvread_kmod_test hdr"
+# hdr_field NAME: one field of the page's header (pvread_page)
 hdr_field() {
-	"$T" hdr | sed -n "1s/.* $1=\([^ ]*\).*/\1/p"
+	pvread_page | sed -n "1s/.* $1=\([^ ]*\).*/\1/p"
 }
 
 online_cpus() {
@@ -70,7 +65,7 @@ done
 for f in "$params"/*; do
 	echo "# $f: $(cat "$f" 2>&1)"
 done
-"$T" hdr | sed -n '1,2p'
+pvread_page | sed -n '1,2p'
 case $expect_mode in percpu) want_nr=1 ;; *) want_nr=3 ;; esac
 check "sysfs: mode reads the expected mode, as the page says" \
 	[ "$(cat $sys/mode)/$(hdr_field mode)" = "$expect_mode/$want_nr" ]
@@ -98,10 +93,10 @@ else
 	a1=$(cat $sys/line_anchors)
 	echo "# line_anchors: $a0 -> $a1 in 1 s"
 	check "sysfs: a line anchored at every update (line_anchors advance)" [ "$a1" -gt "$a0" ]
-	run_t line-rate line-rate 50000
+	pvread_run pvread_line_rate
 fi
 check "sysfs: registered lists the records registered in the page" \
-	[ "$(cat $sys/registered)" = "$("$T" hdr | sed -n 's/^# registered_list=//p')" ]
+	[ "$(cat $sys/registered)" = "$(pvread_page | sed -n 's/^# registered_list=//p')" ]
 # Xen 4.18 and later take the areas by physical address (kept current while
 # a 64-bit PV vCPU runs in user mode); the module must use that there.
 if [ -r /sys/hypervisor/version/major ]; then
@@ -116,9 +111,9 @@ else
 fi
 # Every online vCPU (but vCPU 0 when its area is the kernel's), each by
 # itself, and Xen writing each.
-run_t registered registered 5
+pvread_run pvread_registered
 # The conversion the page publishes is the kernel's, to the nanosecond.
-run_t mirror mirror 10000
+pvread_run pvread_mirror
 check "sysfs: flags match the page" \
 	[ "$(cat $sys/flags)" = "$(hdr_field flags)" ]
 check "sysfs: xen_clocksource 1, tsc_stable as the page's flag" \
@@ -134,36 +129,32 @@ check "sysfs: last_update_age_ms below 2000" \
 check "sysfs: read-only (writing refused)" sh -c "! echo 1 > $sys/mode 2>/dev/null"
 
 # ---- stable mode decision ----
-run_t stable stable
+pvread_run pvread_stable
 
 # ---- line mode: a TSC that goes back across vCPUs ends it ----
 pvread_sub pvread_warp.sh sh "$here/pvread_warp.sh"
 
 # ---- clocksource switched away and back ----
+# pvread_test_cs.ko: another clocksource, where the kernel has only xen.
 if insmod ./pvread_test_cs.ko; then
-	others=$(tr ' ' '\n' < $csdir/available_clocksource | grep -v '^xen$' | grep .)
-	echo "# switching to:" $others
-	run_t clocksource clocksource $others
-	echo xen > $csdir/current_clocksource
+	pvread_run pvread_clocksource
 	check "clocksource: test clocksource unloads" rmmod pvread_test_cs
 else
 	check "clocksource: load pvread_test_cs.ko" false
 fi
 
 # ---- vCPU hotplug ----
+pvread_run pvread_hotplug
 if [ -e /sys/devices/system/cpu/cpu1/online ]; then
-	run_t hotplug hotplug 1 10
 	echo "# after hotplug: registered $(cat $sys/registered), mode $(cat $sys/mode), line $(cat $sys/line), bound $(cat $sys/error_bound_ns) ns"
 	# cpu1 online again runs the TSC check again: the mode comes back.
 	wait_mode "$expect_mode" 30
 	check "hotplug: the expected mode again after the cycles" [ "$(cat $sys/mode)" = "$expect_mode" ]
-	run_t "registered: hotplug" registered 5 "hotplug: after the cycles"
-else
-	skip "hotplug: offline/online cycles of cpu1" "one vCPU: no cpu1 to take offline"
+	pvread_sub "pvread_registered: hotplug" pvread_registered
 fi
 
 # ---- time jumps and slews ----
-run_t jumps jumps
+pvread_run pvread_settime
 
 # ---- suspend/resume: as far as this machine goes ----
 # pm_test "core" runs the whole suspend path -- freezing, devices, the other
@@ -184,7 +175,7 @@ if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test &&
 	check "suspend: the syscore resume hook ran" [ "$r1" -gt "$r0" ]
 	# Areas are let go at suspend (their records left odd): only a new
 	# registration makes Xen write them again.
-	run_t "registered: suspend" registered 5 "suspend: after resume"
+	pvread_sub "pvread_registered: suspend" pvread_registered
 	wait_mode "$expect_mode" 30
 	pvread_state "after resume"
 	check "suspend: the expected mode again after resume" [ "$(cat $sys/mode)" = "$expect_mode" ]
@@ -192,7 +183,7 @@ if grep -qw mem /sys/power/state && grep -qw core /sys/power/pm_test &&
 		echo "# suspend: line_anchors $a0 -> $(cat $sys/line_anchors)"
 		check "suspend: the line re-anchored after resume" \
 			[ "$(cat $sys/line_anchors)" -gt "$a0" ]
-		run_t "line-rate: suspend" line-rate 50000
+		pvread_sub "pvread_line_rate: suspend" pvread_line_rate
 	fi
 else
 	echo "# suspend: mem_sleep: $(cat /sys/power/mem_sleep 2>/dev/null || echo none); pm_test: $(cat /sys/power/pm_test 2>/dev/null || echo none)"
@@ -212,7 +203,7 @@ if [ -r $dbg/notifier_max_ns ]; then
 fi
 # Not a figure but a fact: an update made while a measurement is held in
 # its look at the records goes through, and the measurement is dropped.
-run_t overtaken overtaken
+pvread_run pvread_measure
 check "kmod: rmmod pvread" rmmod pvread
 
 # ---- lifecycle: load/unload cycles with a reader in between ----
@@ -240,7 +231,7 @@ load_read_unload() {
 	while [ $i -lt "$n" ]; do
 		i=$((i + 1))
 		pvread_insmod "$mod" || { bad=$((bad + 1)); continue; }
-		"$T" hdr > /dev/null || bad=$((bad + 1))
+		pvread_page > /dev/null || bad=$((bad + 1))
 		rmmod pvread || bad=$((bad + 1))
 	done
 }

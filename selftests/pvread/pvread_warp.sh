@@ -12,13 +12,13 @@
 sys=/sys/class/misc/pvread
 params=/sys/module/pvread/parameters
 
-# hdr_field NAME: one field from "pvread_kmod_test hdr"
+# hdr_field NAME: one field from "pvread_page"
 hdr_field() {
-	pvread_kmod_test hdr | sed -n "1s/.* $1=\([^ ]*\).*/\1/p"
+	pvread_page | sed -n "1s/.* $1=\([^ ]*\).*/\1/p"
 }
 
 wait_mode() {
-	pvread_kmod_test wait-mode "$1" "$2"
+	pvread_page wait-mode "$1" "$2"
 }
 
 warp_skew=100000000
@@ -45,7 +45,7 @@ else
 	rc=$?
 	wait_mode percpu 5
 	pvread_state "after test_tsc_skew=$warp_skew and a check"
-	pvread_kmod_test hdr | sed -n '1,2p'
+	pvread_page | sed -n '1,2p'
 	check "line: tsc_check runs (write returns 0)" [ $rc -eq 0 ]
 	check "line: a TSC warp ends line mode (mode percpu, line warp)" \
 		[ "$(cat $sys/mode)/$(cat $sys/line)" = percpu/warp ]

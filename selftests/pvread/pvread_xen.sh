@@ -21,7 +21,7 @@ check "module listed" grep -q '^pvread ' /proc/modules
 check "/dev/pvread is a read-only char device" \
 	sh -c 'ls -l /dev/pvread | grep -q "^cr--r--r--"'
 # The bound needs seconds of history, the line the cross-vCPU TSC check.
-pvread_kmod_test wait-mode "$expect_mode" 30
+pvread_page wait-mode "$expect_mode" 30
 dmesg | grep 'pvread:' | sed 's/^/# /'
 pvread-status | sed 's/^/# /'
 pvread_state "after load"
