@@ -25,8 +25,11 @@ check "module not loaded" sh -c '! grep -q "^pvread " /proc/modules'
 pvread_run pvread_fallback
 pvread_sub pvread_shim.sh sh "$pvread_dir/pvread_shim.sh" plain
 
-# The programs that need the device must say so, as a skip with the reason.
-for p in $(pvread_device_progs) pvread_stress "pvread_order --expect-mode $expect_mode"; do
+# The programs that need the device must say so, as a skip with the reason
+# (before they set the clock, unplug a vCPU or suspend).
+for p in $(pvread_device_progs) pvread_stress pvread_settime \
+	 pvread_clocksource pvread_hotplug pvread_suspend pvread_measure \
+	 "pvread_order --expect-mode $expect_mode"; do
 	out=$($p 2>&1)
 	rc=$?
 	echo "$out" | sed 's/^/# /'
