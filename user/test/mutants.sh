@@ -7,7 +7,8 @@
 # Each mutant is an exact edit of user/src/*.c or *.h (a perl substitution
 # that must match once: a source change that moves the text makes the
 # script fail, not pass). The tree is copied to a temporary directory, the
-# edit applied there, the unit tests built and run; a mutant is killed when
+# edit applied there, the unit tests built and run (one mutant per CPU at a
+# time, PVREAD_MUTANT_JOBS to change it); a mutant is killed when
 # some test says "not ok" or the tests exit non-zero, or time out (120 s).
 # Prints one line per mutant and exits 0 only if every one was killed.
 set -uo pipefail
@@ -42,46 +43,72 @@ MUTANTS=(
 want=("$@")
 tmp=$(mktemp -d /tmp/pvread-mutants.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-killed=0 survived=0 broken=0
 
-for spec in "${MUTANTS[@]}"; do
-    IFS='|' read -r name file subst <<<"$spec"
-    if ((${#want[@]})) && ! printf '%s\n' "${want[@]}" | grep -qx "$name"; then
-        continue
-    fi
-    rm -rf "$tmp/t"
-    mkdir -p "$tmp/t"
-    cp -r "$top/user" "$top/include" "$tmp/t/"
-    rm -rf "$tmp/t/user/build"
+# try_mutant N NAME FILE SUBST: one mutant in its own copy of the tree;
+# its line goes to $tmp/N.res, its verdict (killed|survived|broken) to
+# $tmp/N.verdict.
+try_mutant() {
+    local n=$1 name=$2 file=$3 subst=$4 t=$tmp/$1 caught
+    mkdir -p "$t"
+    cp -r "$top/user" "$top/include" "$t/"
+    rm -rf "$t/user/build"
     if ! MUTANT_SUBST=$subst perl -0 -i -pe '
             BEGIN { $n = 0 } $n += eval "$ENV{MUTANT_SUBST}";
-            END { exit($n == 1 ? 0 : 1) }' "$tmp/t/user/$file"; then
-        echo "not ok - $name: the edit does not match $file once (the source moved: update the mutant)"
-        broken=$((broken + 1))
-        continue
+            END { exit($n == 1 ? 0 : 1) }' "$t/user/$file"; then
+        echo "not ok - $name: the edit does not match $file once (the source moved: update the mutant)" >"$tmp/$n.res"
+        echo broken >"$tmp/$n.verdict"
+        return
     fi
     # Without -Werror: a mutant may leave a variable or function unused.
-    if ! make -s -C "$tmp/t/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
-            build/test/read build/test/arith >"$tmp/build.log" 2>&1; then
-        echo "not ok - $name: the mutant does not build"
-        sed 's/^/#   /' "$tmp/build.log" | tail -5
-        broken=$((broken + 1))
-        continue
+    if ! make -s -C "$t/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
+            build/test/read build/test/arith >"$t/build.log" 2>&1; then
+        { echo "not ok - $name: the mutant does not build"
+          sed 's/^/#   /' "$t/build.log" | tail -5; } >"$tmp/$n.res"
+        echo broken >"$tmp/$n.verdict"
+        return
     fi
     # The first "not ok" is enough: stop the tests there (grep -m1 closes
     # the pipe; the next line they print ends them).
-    caught=$(cd "$tmp/t/user" &&
+    caught=$(cd "$t/user" &&
              { timeout 120 ./build/test/arith 2>&1 &&
                timeout 120 ./build/test/read 2>&1 ||
                echo "not ok - the tests exit $? (timeout: 124)"; } |
              grep -m1 -E '^not ok' | sed 's/^not ok [0-9]* - //')
     if [[ -n $caught ]]; then
-        echo "ok - $name: killed ($caught)"
-        killed=$((killed + 1))
+        echo "ok - $name: killed ($caught)" >"$tmp/$n.res"
+        echo killed >"$tmp/$n.verdict"
     else
-        echo "not ok - $name: survived, every test passed"
-        survived=$((survived + 1))
+        echo "not ok - $name: survived, every test passed" >"$tmp/$n.res"
+        echo survived >"$tmp/$n.verdict"
     fi
+    rm -rf "$t"
+}
+
+# One mutant per CPU at a time (each builds and runs single-threaded
+# most of the while); PVREAD_MUTANT_JOBS=1 runs them one after another.
+njobs=${PVREAD_MUTANT_JOBS:-$(nproc)}
+[[ $njobs =~ ^[1-9][0-9]*$ ]] || { echo "PVREAD_MUTANT_JOBS=$njobs: want a number of jobs" >&2; exit 2; }
+ran=()
+for i in "${!MUTANTS[@]}"; do
+    IFS='|' read -r name file subst <<<"${MUTANTS[i]}"
+    if ((${#want[@]})) && ! printf '%s\n' "${want[@]}" | grep -qx "$name"; then
+        continue
+    fi
+    while (($(jobs -rp | wc -l) >= njobs)); do
+        wait -n || true
+    done
+    try_mutant "$i" "$name" "$file" "$subst" &
+    ran+=("$i")
+done
+wait
+killed=0 survived=0 broken=0
+for i in "${ran[@]}"; do
+    cat "$tmp/$i.res"
+    case $(cat "$tmp/$i.verdict" 2>/dev/null) in
+        killed) killed=$((killed + 1)) ;;
+        survived) survived=$((survived + 1)) ;;
+        *) broken=$((broken + 1)) ;;
+    esac
 done
 echo "# mutants: $killed killed, $survived survived, $broken broken"
 ((survived == 0 && broken == 0))
