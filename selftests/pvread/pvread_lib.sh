@@ -80,6 +80,11 @@ check_dmesg() {
 	check "dmesg clean (no BUG, WARNING, Oops, Call Trace, refcount)" [ -z "$bad" ]
 }
 
+# pvread_since T0: seconds of uptime since T0 (from /proc/uptime).
+pvread_since() {
+	awk -v t0="$1" '{ printf "%.1f", $1 - t0 }' /proc/uptime
+}
+
 # pvread_sub NAME COMMAND...: COMMAND (a test program or script, printing
 # KTAP) as a subtest: its lines, stdout and stderr, indented as they come;
 # then the result NAME, which fails if it exits non-zero or if the kernel
@@ -87,11 +92,12 @@ check_dmesg() {
 pvread_sub() {
 	_pvread_name=$1; shift
 	_pvread_m=$(pvread_mark "$_pvread_name")
+	_pvread_t0=$(cut -d' ' -f1 /proc/uptime)
 	{ "$@" 2>&1; echo $? > /tmp/pvread_sub.$$; } |
 		awk '{ print "  " $0; fflush() }'
 	_pvread_rc=$(cat /tmp/pvread_sub.$$)
 	_pvread_bad=$(dmesg_bad "$_pvread_m")
-	echo "# $_pvread_name: exit $_pvread_rc"
+	echo "# $_pvread_name: exit $_pvread_rc after $(pvread_since "$_pvread_t0") s"
 	[ -n "$_pvread_bad" ] && echo "$_pvread_bad" | sed 's/^/# dmesg: /'
 	check "$_pvread_name" [ "$_pvread_rc" -eq 0 -a -z "$_pvread_bad" ]
 }
@@ -125,8 +131,10 @@ run_kselftest_pvread() {
 		check "kselftest: run_kselftest.sh and its list in the payload" false
 		return
 	fi
+	_pvread_kt0=$(cut -d" " -f1 /proc/uptime)
 	out=$(PVREAD_TEST_SECONDS=0.2 PVREAD_TEST_READS=10000 "$ksft" -c pvread 2>&1)
 	echo "$out" | sed 's/^/# kselftest| /'
+	echo "# run_kselftest.sh -c pvread: $(pvread_since "$_pvread_kt0") s"
 	skips=0
 	for p in $(pvread_progs); do
 		res=$(echo "$out" | grep -E "^(not )?ok [0-9]+ selftests: pvread: $p( |\$)")

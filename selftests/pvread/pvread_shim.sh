@@ -67,8 +67,13 @@ if [ "$where" = xen ]; then
 	unset PVREAD_MAX_ERROR_NS
 fi
 
+# The default tolerance: under emulation the published bound is above it
+# on every machine (each call "slow for bound"), so with the module loaded
+# every call is a system call too, 20 us or more each: 10^5 calls there.
+m=1000000
+[ "$where" = xen ] && m=100000
 for call in gettimeofday clock_gettime time; do
-	out=$(LD_PRELOAD=$shim timeloop -c $call 1000000)
+	out=$(LD_PRELOAD=$shim timeloop -c $call $m)
 	rc=$?
 	echo "# $out"
 	check "shim ($where): $call between two system calls, never backwards" [ $rc -eq 0 ]
