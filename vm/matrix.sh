@@ -157,12 +157,25 @@ matrix_prepare() {
         payload_jvm build/payload build/payload-jvm
         PAYLOAD_JVM=build/payload-jvm
     fi
+    # The platforms' build roots are made side by side: from an empty cache
+    # each is mostly one CPU's dpkg and the network: xen420 and sid took
+    # 235 s one after the other here, 187 s side by side. Their messages
+    # follow, a platform at a time.
     # A failure here fails that platform's machines, not the whole run.
+    local tmp
+    local -A pid=()
+    tmp=$(mktemp -d)
     for p in "${!platforms[@]}"; do
-        if ! kv=$(vm/setup-platform "$p"); then
-            PLATFORM_ERROR[$p]="vm/setup-platform $p failed (see above)"
-            continue
-        fi
+        vm/setup-platform "$p" >"$tmp/$p.kver" 2>"$tmp/$p.log" &
+        pid[$p]=$!
+    done
+    for p in "${!platforms[@]}"; do
+        wait "${pid[$p]}" || PLATFORM_ERROR[$p]="vm/setup-platform $p failed (see above)"
+        cat "$tmp/$p.log" >&2
+    done
+    for p in "${!platforms[@]}"; do
+        [[ -z ${PLATFORM_ERROR[$p]:-} ]] || continue
+        kv=$(cat "$tmp/$p.kver")
         # Same user programs and scripts; every .ko rebuilt (a stale 6.1
         # module left behind would fail to load, not silently pass).
         rm -rf "build/payload-$p" && cp -a build/payload "build/payload-$p"
@@ -178,6 +191,7 @@ matrix_prepare() {
         done
         [[ -n ${PLATFORM_ERROR[$p]:-} ]] || PAYLOAD[$p]=build/payload-$p
     done
+    rm -rf "$tmp"
 }
 
 # Results of a run: one line per test outcome, "machine<TAB>result<TAB>test",
