@@ -22,6 +22,7 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/pvclock_gtod.h>
+#include <linux/reboot.h>
 #include <linux/sched/clock.h>
 #include <linux/spinlock.h>
 #include <linux/stop_machine.h>
@@ -114,6 +115,10 @@ static const struct kernel_param_ops pvread_hold_ops = {
 module_param_cb(test_measure_hold_ms, &pvread_hold_ops, &test_measure_hold_ms, 0600);
 MODULE_PARM_DESC(test_measure_hold_ms, "For tests: the next measurement of the records, on a CPU other than the writer's, starts this many ms late (at most 1000; once; reads 0 once taken)");
 
+static uint test_anchor_tsc_back;
+module_param(test_anchor_tsc_back, uint, 0600);
+MODULE_PARM_DESC(test_anchor_tsc_back, "For tests: the next anchor of the line reads the TSC this many ticks back (once; reads 0 once taken)");
+
 static int test_tsc_skew;
 module_param(test_tsc_skew, int, 0644);
 MODULE_PARM_DESC(test_tsc_skew, "For tests: the TSC check sees the TSC of the last online CPU go back by this many ticks");
@@ -135,9 +140,11 @@ struct pvread_line_state {
 	bool live;		/* readers may use it now */
 };
 
+/* Written on the CPU itself, or with it offline. */
 struct pvread_cpu {
 	u64 saved_tsc_aux;
 	bool wrote_tsc_aux;
+	bool in_xen;		/* Xen may write the area: let go before freeing */
 	bool stuck;		/* Xen refused to let go of the area */
 	int error;
 };
@@ -152,7 +159,23 @@ static struct {
 	bool has_rdtscp;		/* per-CPU mode needs it, line mode not */
 	bool phys_area;			/* areas by physical address */
 
-	raw_spinlock_t lock;		/* header writes, everything below */
+	/*
+	 * Header writes and everything below.  The timekeeper's notifier
+	 * takes it inside its write section (tk_core.seq held, interrupts
+	 * off), and the measurement from hard-IRQ context, so:
+	 *  - always with interrupts off (raw_spin_lock_irqsave() outside
+	 *    those two): an interrupt's update spinning on a lock its own CPU
+	 *    holds would stop every ktime_get() for good;
+	 *  - nothing under it may wait on, or take a lock of, anything that
+	 *    reads the time: no wake-up, no queued work (the workqueue's pool
+	 *    lock is held around ktime_get(); KVM's "Prevent deadlock against
+	 *    tk_core.seq"), no printk (its console drivers do both), no
+	 *    sleeping; irq_work_queue() is lock-free and allowed;
+	 *  - no hypercall that can take long or fail (registering an area):
+	 *    every CPU's tick may be waiting behind it.
+	 * Decide under the lock, act after it.
+	 */
+	raw_spinlock_t lock;
 	/*
 	 * Moves on with every change a measurement depends on: an update of
 	 * the timekeeper, and a republish (records registered or let go,
@@ -169,6 +192,7 @@ static struct {
 	bool all_stable;		/* every record had Xen's stable bit */
 	bool ready;			/* warmed up, records readable */
 	bool suspended;			/* between syscore suspend and resume */
+	bool shutting_down;		/* reboot, halt, poweroff or kexec */
 	u64 last_update_ns;		/* ktime_get_mono_fast_ns() then */
 	u64 resumes;
 	struct work_struct resume_work;	/* checks TSC_AUX after a resume */
@@ -186,7 +210,9 @@ static struct {
 	struct irq_work measure_work;
 	struct dentry *debugfs;
 	u64 notify_max_ns, notify_last_ns, measure_max_ns, measure_last_ns;
+	u64 check_max_ns, check_last_ns;	/* the TSC check's stop_machine */
 	u64 measure_stale;		/* measurements an update overtook */
+	u64 anchors_rejected;		/* the TSC went back before an anchor */
 	unsigned int measure_drops;	/* ... in a row */
 	u64 measure_locked;		/* made under pv.lock after that */
 	u64 coarse_held_ns;		/* see pvread_mirror(), at the last update */
@@ -445,39 +471,68 @@ static int pvread_register_area(unsigned int cpu, struct pvread_pvclock *p)
 }
 
 /*
- * Xen may have half taken a registration it refused: tell it to let go,
- * and if it will not, the pages must never be freed.  pv.lock not needed.
+ * Tell Xen to stop writing @cpu's area, on @cpu itself: for an area
+ * registered by virtual address Xen answers by rewriting the target
+ * vCPU's records, its primary one (the kernel's clock) included, from the
+ * *calling* pCPU's calibration and without pausing the target
+ * (xen/arch/x86/domain.c), so from another CPU it would race Xen's own
+ * writer of that vCPU's clock.  Xen may have half taken a registration it
+ * refused, so this also follows a refusal; if Xen will not let go, the
+ * pages must never be freed.  Not under pv.lock (a hypercall, a printk).
  */
-static void pvread_unregister_area(unsigned int cpu)
+static void pvread_unregister_self(unsigned int cpu)
 {
+	struct pvread_cpu *pc = &pv.cpus[cpu];
 	int ret = pvread_register_area(cpu, NULL);
 
 	if (ret) {
 		pr_err("cpu%u: Xen kept vCPU %u's time area: %d\n",
 		       cpu, xen_vcpu_nr(cpu), ret);
-		pv.cpus[cpu].stuck = true;
+		pc->stuck = true;
+		return;
 	}
+	pc->in_xen = false;
+	/*
+	 * Odd: no reader takes it for current, and the registration that
+	 * brings the vCPU back visibly rewrites it (Xen's physical-area
+	 * registration copies the vCPU's record with version 0, which may
+	 * equal what was there).
+	 */
+	WRITE_ONCE(pvread_record(cpu)->pvclock.version, 1);
 }
 
 /*
  * Register @cpu's record; on @cpu itself, since Xen fills the record, and
  * rewrites the vCPU's own primary record, from the calling pCPU's
- * calibration.  pv.lock held, or @cpu not yet in pv.prepared.
+ * calibration.  Not under pv.lock; @cpu not yet in pv.registered.
  */
 static int pvread_register_self(unsigned int cpu)
 {
 	struct pvread_record *rec = pvread_record(cpu);
 	int ret;
 
+	pv.cpus[cpu].in_xen = true;
 	ret = pvread_register_area(cpu, &rec->pvclock);
 	if (ret) {
 		pr_err("cpu%u: Xen refused a time area for vCPU %u: %d\n",
 		       cpu, xen_vcpu_nr(cpu), ret);
-		pvread_unregister_area(cpu);
+		pvread_unregister_self(cpu);
 		return ret;
 	}
 	WRITE_ONCE(rec->registered_on, smp_processor_id());
 	return 0;
+}
+
+/*
+ * Take @cpu's record off the page, so that no reader trusts it once Xen
+ * stops writing it; @keep: register it again after a resume.
+ * pv.lock held.
+ */
+static void pvread_retire(unsigned int cpu, struct cpumask *keep)
+{
+	if (cpumask_test_and_clear_cpu(cpu, pv.registered) && keep)
+		cpumask_set_cpu(cpu, keep);
+	WRITE_ONCE(pvread_record(cpu)->state, 0);
 }
 
 /* Linux's own vDSO reads this area when Xen's TSC is stable. */
@@ -499,9 +554,12 @@ static int pvread_cpu_online(unsigned int cpu)
 	unsigned long irqflags;
 	int ret = 0;
 
+	bool check = false, reg = !pvread_kernel_owns(cpu) &&
+				    !READ_ONCE(pv.shutting_down);
+
 	pc->error = 0;
 	rec->xen_vcpu_id = xen_vcpu_nr(cpu);
-	if (!pvread_kernel_owns(cpu)) {
+	if (reg) {
 		ret = pvread_register_self(cpu);
 		pc->error = ret;
 	}
@@ -510,7 +568,7 @@ static int pvread_cpu_online(unsigned int cpu)
 	cpumask_clear_cpu(cpu, pv.to_register);
 	pvread_setup_tsc_aux(cpu, pc);
 	cpumask_set_cpu(cpu, pv.prepared);
-	if (!ret && !pvread_kernel_owns(cpu)) {
+	if (reg && !ret) {
 		cpumask_set_cpu(cpu, pv.registered);
 		WRITE_ONCE(rec->state, PVREAD_RECORD_REGISTERED);
 	}
@@ -523,10 +581,12 @@ static int pvread_cpu_online(unsigned int cpu)
 	 */
 	if (!cpumask_test_cpu(cpu, pv.tsc_covered)) {
 		pv.tsc_checked = false;
-		schedule_work(&pv.check_work);
+		check = true;
 	}
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+	if (check)
+		schedule_work(&pv.check_work);
 	return 0;
 }
 
@@ -537,15 +597,12 @@ static int pvread_cpu_online(unsigned int cpu)
  */
 static int pvread_cpu_offline(unsigned int cpu)
 {
-	struct pvread_record *rec = pvread_record(cpu);
 	struct pvread_cpu *pc = &pv.cpus[cpu];
-	bool was_registered;
 	unsigned long irqflags;
 
 	raw_spin_lock_irqsave(&pv.lock, irqflags);
-	was_registered = cpumask_test_and_clear_cpu(cpu, pv.registered);
+	pvread_retire(cpu, NULL);
 	cpumask_clear_cpu(cpu, pv.to_register);
-	WRITE_ONCE(rec->state, 0);
 	cpumask_clear_cpu(cpu, pv.prepared);
 	cpumask_clear_cpu(cpu, pv.tsc_aux_ok);
 	pvread_republish();
@@ -555,17 +612,9 @@ static int pvread_cpu_offline(unsigned int cpu)
 		wrmsrq_safe(MSR_TSC_AUX, pc->saved_tsc_aux);
 		pc->wrote_tsc_aux = false;
 	}
-	if (was_registered) {
-		pvread_unregister_area(cpu);
-		/*
-		 * Odd: no reader takes it for current, and the registration
-		 * that brings the vCPU back visibly rewrites it (Xen's
-		 * physical-area registration copies the vCPU's record with
-		 * version 0, which may equal what was there).
-		 */
-		if (!pv.cpus[cpu].stuck)
-			WRITE_ONCE(rec->pvclock.version, 1);
-	}
+	/* Also one a Xen save left registered (see the suspend hook). */
+	if (pc->in_xen)
+		pvread_unregister_self(cpu);
 	return 0;
 }
 
@@ -619,6 +668,8 @@ static bool pvread_measure_once(struct clocksource *cs, struct pvread_meas *m)
 	m->t0 = rdtsc_ordered();
 	m->k = cs->read(cs);
 	m->t1 = rdtsc_ordered();
+	if ((s64)(m->t1 - m->t0) < 0)	/* never trusted to be positive */
+		return false;
 	m->lo = m->k;
 	m->hi = m->k;
 	m->rate = 0;
@@ -852,13 +903,12 @@ static void pvread_line_publish(struct pvread_line *hl,
 /* Add @add (ns << 32) to @b, a base of the line. */
 static void pvread_base_add(struct pvread_clock_base *b, unsigned __int128 add)
 {
-	const u64 one_sec = (u64)NSEC_PER_SEC << 32;
 	unsigned __int128 v = (unsigned __int128)b->snsec + add;
 	u64 rem;
 
+	/* rem < NSEC_PER_SEC: snsec stays below one second << 32 */
 	b->sec += div64_u64_rem((u64)(v >> 32), NSEC_PER_SEC, &rem);
 	b->snsec = (rem << 32) | (u32)v;
-	WARN_ON_ONCE(b->snsec >= one_sec);
 }
 
 /*
@@ -903,15 +953,18 @@ static void pvread_line_flatten(struct pvread_header *h)
 /*
  * Anchor the next line at the TSC now: continue the live one, aimed at the
  * kernel's clock, or start one at the kernel's clock but never below where
- * the last one stood.  Runs in the timekeeper's update, pv.lock held, the
- * header open (readers of the old line are still finishing).  Returns how
- * far the lines, the kernel's clock and the records disagreed, in ns,
- * including how far the new line's rate could take it from the records'
- * over its span.
+ * the last one stood.  Runs after the timekeeper's update, pv.lock held,
+ * the header open (readers of the old line are still finishing).  Sets
+ * @dev to how far the lines, the kernel's clock and the records
+ * disagreed, in ns, including how far the new line's rate could take it
+ * from the records' over its span.  False, and nothing anchored, if the
+ * TSC read now is below the measurement's: every difference below is
+ * taken as unsigned, and one TSC step back of 500 ticks would start a
+ * line about 195 years ahead, which no later line could undo.
  */
-static u64 pvread_line_anchor(struct pvread_header *h,
-			      const struct timekeeper *tk,
-			      const struct pvread_meas *m)
+static bool pvread_line_anchor(struct pvread_header *h,
+			       const struct timekeeper *tk,
+			       const struct pvread_meas *m, u64 *dev_out)
 {
 	struct pvread_line_state *l = &pv.ln;
 	u64 rm = mul_u64_u32_shr(m->rate, tk->tkr_mono.mult, tk->tkr_mono.shift);
@@ -926,6 +979,12 @@ static u64 pvread_line_anchor(struct pvread_header *h,
 	/* Readers that saw the seq even have read the TSC before this. */
 	smp_mb();
 	ta = rdtsc_ordered();
+	if (unlikely(READ_ONCE(test_anchor_tsc_back)))
+		ta -= xchg(&test_anchor_tsc_back, 0);
+	if ((s64)(ta - m->t1) < 0) {
+		pv.anchors_rejected++;
+		return false;
+	}
 	d = (s64)(ta - l->tsc) > 0 ? ta - l->tsc : 0;
 	cont = l->live && d <= l->span;
 	if (cont) {
@@ -965,7 +1024,8 @@ static u64 pvread_line_anchor(struct pvread_header *h,
 	hi = mul_u64_u32_shr(m->rate_hi, tk->tkr_raw.mult, tk->tkr_raw.shift);
 	far = max3(far, pvread_abs_diff(rr, lo), pvread_abs_diff(rr, hi));
 	pvread_line_publish(&h->line, tk);
-	return dev + mul_u64_u64_shr(far, l->span, 32);
+	*dev_out = dev + mul_u64_u64_shr(far, l->span, 32);
+	return true;
 }
 
 /* The bound the window gives at @now_sec. */
@@ -1258,11 +1318,10 @@ static void pvread_measure_work(struct irq_work *work)
 	pv.ready = ready;
 
 	pvread_write_begin(h);
-	if (ready && pvread_line_reason(pvread_flags()) == PVREAD_LINE_ACTIVE) {
-		dev = pvread_line_anchor(h, tk, &m);
+	if (ready && pvread_line_reason(pvread_flags()) == PVREAD_LINE_ACTIVE &&
+	    pvread_line_anchor(h, tk, &m, &dev))
 		bound = pvread_carried_bound(tk, pvread_window_bound(now_sec,
 								     dev));
-	}
 	h->error_bound_ns = bound;
 	h->spread_ns = spread;
 	pvread_publish(h);
@@ -1741,40 +1800,21 @@ static struct miscdevice pvread_misc = {
  *    syscore hooks run on CPU 0 inside stop_machine with every other CPU
  *    still online, and after a restore Xen has forgotten every secondary
  *    area and the TSC may run at another rate.
- * So: at suspend publish mode none, end the line and have Xen let go of
- * every area (as Linux does with its own, xen_save_time_memory_area()), so
- * that nothing stays registered whatever happens next; at resume start the
+ * So: at suspend publish mode none, end the line, take every record off
+ * the page and have Xen let go of this CPU's area (as Linux does with its
+ * own, xen_save_time_memory_area()); at resume start the
  * bound's history afresh but carry its worst over until readers' floors
  * cannot be ahead by more (see carry_ns), and have a work item register
  * each record again from its own CPU (Xen fills it, and rewrites that
  * vCPU's primary record, from the calling pCPU's calibration), check
  * TSC_AUX there, and check the TSC across vCPUs before the page says
- * per-CPU or line again.  Before a reboot or kexec, too, every area is let
- * go.  The syscore hooks rather than a PM notifier, since Xen's own
- * suspend path calls no PM notifier.
+ * per-CPU or line again.  Before a reboot or kexec every CPU lets go of
+ * its own area (pvread_reboot_notify()).  The syscore hooks rather than
+ * a PM notifier, since Xen's own suspend path calls no PM notifier.
  */
-/*
- * Tell Xen to stop writing every area; remember them in @keep (to register
- * again after a resume) unless NULL.  pv.lock held.
- */
-static void pvread_unregister_all(struct cpumask *keep)
-{
-	unsigned int cpu;
-
-	for_each_cpu(cpu, pv.registered) {
-		WRITE_ONCE(pvread_record(cpu)->state, 0);
-		pvread_unregister_area(cpu);
-		if (!pv.cpus[cpu].stuck)	/* as at offline */
-			WRITE_ONCE(pvread_record(cpu)->pvclock.version, 1);
-		if (keep)
-			cpumask_set_cpu(cpu, keep);
-	}
-	cpumask_clear(pv.registered);
-	pvread_republish();
-}
-
 static int pvread_syscore_suspend_hook(void)
 {
+	unsigned int cpu, self = smp_processor_id();
 	u64 bound;
 
 	raw_spin_lock(&pv.lock);
@@ -1791,20 +1831,64 @@ static int pvread_syscore_suspend_hook(void)
 	pvread_publish(pv.hdr);
 	pvread_line_flatten(pv.hdr);
 	pvread_write_end(pv.hdr);
-	pvread_unregister_all(pv.to_register);
+	for_each_cpu(cpu, pv.registered)
+		pvread_retire(cpu, pv.to_register);
+	pvread_republish();
 	raw_spin_unlock(&pv.lock);
+	/*
+	 * This CPU's own area only.  In S3 and hibernation the other CPUs
+	 * went offline before, and let go of theirs.  In a Xen save they
+	 * are held in stop_machine: a restore drops every area, and if the
+	 * save is cancelled theirs stay registered (in_xen) until each CPU
+	 * registers again over it at the resume, or lets go of it when it
+	 * goes offline or at unload.
+	 */
+	if (pv.cpus[self].in_xen)
+		pvread_unregister_self(self);
 	return 0;
 }
 
-/* Before a reboot or kexec: the next kernel gets these pages. */
-static void pvread_syscore_shutdown_hook(void)
+/* Before a reboot, halt, poweroff or kexec: on each CPU, its own area. */
+static void pvread_shutdown_cpu(void *unused)
 {
-	raw_spin_lock(&pv.lock);
+	unsigned int cpu = smp_processor_id();
+
+	raw_spin_lock(&pv.lock);	/* an IPI: interrupts are off */
+	pvread_retire(cpu, NULL);
+	pvread_republish();
+	raw_spin_unlock(&pv.lock);
+	if (pv.cpus[cpu].in_xen)
+		pvread_unregister_self(cpu);
+}
+
+/*
+ * The next kernel (kexec) or firmware gets these pages, and Xen, which
+ * outlives a guest's kexec, would go on writing into them.  A reboot
+ * notifier, not the syscore shutdown hook: kernel_kexec() runs the
+ * reboot notifiers (kernel_restart_prepare()) but, in Linux 6.1, no
+ * syscore_shutdown(); and the notifier runs in process context with
+ * every CPU online, so that each can let go of its own area.
+ */
+static int pvread_reboot_notify(struct notifier_block *nb,
+				unsigned long action, void *data)
+{
+	unsigned long irqflags;
+
+	raw_spin_lock_irqsave(&pv.lock, irqflags);
+	WRITE_ONCE(pv.shutting_down, true);	/* no CPU registers again */
 	pv.suspended = true;
 	pvread_republish();
-	pvread_unregister_all(NULL);
-	raw_spin_unlock(&pv.lock);
+	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+
+	cpus_read_lock();
+	on_each_cpu(pvread_shutdown_cpu, NULL, 1);
+	cpus_read_unlock();
+	return NOTIFY_DONE;
 }
+
+static struct notifier_block pvread_reboot_nb = {
+	.notifier_call = pvread_reboot_notify,
+};
 
 static void pvread_syscore_resume_hook(void)
 {
@@ -1840,11 +1924,6 @@ static int pvread_syscore_suspend(void *data)
 	return pvread_syscore_suspend_hook();
 }
 
-static void pvread_syscore_shutdown(void *data)
-{
-	pvread_syscore_shutdown_hook();
-}
-
 static void pvread_syscore_resume(void *data)
 {
 	pvread_syscore_resume_hook();
@@ -1853,7 +1932,6 @@ static void pvread_syscore_resume(void *data)
 static const struct syscore_ops pvread_syscore_ops = {
 	.suspend = pvread_syscore_suspend,
 	.resume = pvread_syscore_resume,
-	.shutdown = pvread_syscore_shutdown,
 };
 
 static struct syscore pvread_syscore = {
@@ -1873,7 +1951,6 @@ static void pvread_unregister_syscore(void)
 static struct syscore_ops pvread_syscore_ops = {
 	.suspend = pvread_syscore_suspend_hook,
 	.resume = pvread_syscore_resume_hook,
-	.shutdown = pvread_syscore_shutdown_hook,
 };
 
 static void pvread_register_syscore(void)
@@ -2013,7 +2090,8 @@ static void pvread_tsc_check(void)
 	};
 	unsigned long irqflags;
 	cpumask_var_t covered;
-	u64 resumes;
+	u64 resumes, t0;
+	bool warn;
 	int ret = 0;
 
 	if (!zalloc_cpumask_var(&covered, GFP_KERNEL))
@@ -2026,9 +2104,12 @@ static void pvread_tsc_check(void)
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
 	/* Racing a hotplug only moves the skew to another CPU: tests hold still. */
 	w.skew_cpu = cpumask_last(cpu_online_mask);
+	t0 = local_clock();
 	ret = stop_machine(pvread_warp_fn, &w, cpu_online_mask);
 	if (ret)
 		w.worst = U64_MAX;
+	pv.check_last_ns = local_clock() - t0;
+	pv.check_max_ns = max(pv.check_max_ns, pv.check_last_ns);
 
 	raw_spin_lock_irqsave(&pv.lock, irqflags);
 	/* A resume since: maybe another host; its own check will tell. */
@@ -2036,14 +2117,15 @@ static void pvread_tsc_check(void)
 		raw_spin_unlock_irqrestore(&pv.lock, irqflags);
 		goto out;
 	}
-	if (w.worst && !pv.tsc_warp)
-		pr_warn("the TSC went back across vCPUs (%lld ticks): no clock line\n",
-			w.worst == U64_MAX ? -1LL : (s64)w.worst);
+	warn = w.worst && !pv.tsc_warp;
 	pv.tsc_warp = w.worst;
 	cpumask_copy(pv.tsc_covered, covered);
 	pv.tsc_checked = true;
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
+	if (warn)
+		pr_warn("the TSC went back across vCPUs (%lld ticks): no clock line\n",
+			w.worst == U64_MAX ? -1LL : (s64)w.worst);
 out:
 	mutex_unlock(&pv.check_mutex);
 	free_cpumask_var(covered);
@@ -2071,15 +2153,21 @@ static void pvread_free(void)
 	pv.cpus = NULL;
 }
 
-/* Unregister everywhere; only then may the pages go. */
+/*
+ * Every CPU lets go of its own area (the hotplug state's teardown runs on
+ * each); only then may the pages go.  The TSC check's work is cancelled
+ * after, not before: until the state is gone a CPU coming online queues
+ * it again, and it would run with the module gone.
+ */
 static void pvread_release_areas(void)
 {
 	unsigned int cpu;
 	bool leak = false;
 
 	cpuhp_remove_state(pv.hp_state);
+	cancel_work_sync(&pv.check_work);
 	for_each_possible_cpu(cpu)
-		leak |= pv.cpus[cpu].stuck;
+		leak |= pv.cpus[cpu].stuck || pv.cpus[cpu].in_xen;
 	if (leak) {
 		pr_err("leaking %zu bytes that Xen may still write to\n",
 		       pv.size);
@@ -2089,9 +2177,13 @@ static void pvread_release_areas(void)
 }
 
 /*
- * How long the timekeeper waits for this module at each update (the
- * notifier, under its lock) and how long the measurement after it takes,
- * in ns, the last and the largest since load; write 0 to start again.
+ * The work this module does with interrupts off, in ns, the last and the
+ * largest since load (write 0 to start again): the notifier, which the
+ * timekeeper waits for under its lock (constant work); the measurement
+ * after it, hard-IRQ, one look at every registered record (grows with the
+ * vCPUs); the TSC check, every CPU stopped (PVREAD_WARP_MAX_US each, and
+ * the lock's hand-offs).  Also measurements an update overtook, those
+ * made under the lock after that, and anchors the TSC rejected.
  * Debugging aids: nothing depends on them, so a failure is not fatal.
  */
 static void pvread_debugfs_init(void)
@@ -2105,12 +2197,18 @@ static void pvread_debugfs_init(void)
 			   &pv.measure_max_ns);
 	debugfs_create_u64("measure_last_ns", 0400, pv.debugfs,
 			   &pv.measure_last_ns);
+	debugfs_create_u64("check_max_ns", 0600, pv.debugfs,
+			   &pv.check_max_ns);
+	debugfs_create_u64("check_last_ns", 0400, pv.debugfs,
+			   &pv.check_last_ns);
 	debugfs_create_u64("measure_stale", 0400, pv.debugfs,
 			   &pv.measure_stale);
 	debugfs_create_u64("measure_locked", 0400, pv.debugfs,
 			   &pv.measure_locked);
 	debugfs_create_u64("updates_while_measuring", 0400, pv.debugfs,
 			   &pv.updates_while_measuring);
+	debugfs_create_u64("anchors_rejected", 0400, pv.debugfs,
+			   &pv.anchors_rejected);
 }
 
 /*
@@ -2199,6 +2297,7 @@ static int __init pvread_init(void)
 	if (ret)
 		goto err_notifier;
 	pvread_register_syscore();
+	register_reboot_notifier(&pvread_reboot_nb);
 	ret = misc_register(&pvread_misc);
 	if (ret)
 		goto err_syscore;
@@ -2212,13 +2311,13 @@ static int __init pvread_init(void)
 	return 0;
 
 err_syscore:
+	unregister_reboot_notifier(&pvread_reboot_nb);
 	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
 err_notifier:
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 	pvread_measure_sync();
 err_areas:
-	cancel_work_sync(&pv.check_work);
 	pvread_release_areas();
 	pvread_free();
 	return ret;
@@ -2233,9 +2332,9 @@ static void __exit pvread_exit(void)
 {
 	debugfs_remove_recursive(pv.debugfs);
 	misc_deregister(&pvread_misc);
+	unregister_reboot_notifier(&pvread_reboot_nb);
 	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
-	cancel_work_sync(&pv.check_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);
 	pvread_measure_sync();
 	pvread_release_areas();

@@ -133,6 +133,8 @@ pvread_run pvread_stable
 
 # ---- line mode: a TSC that goes back across vCPUs ends it ----
 pvread_sub pvread_warp.sh sh "$here/pvread_warp.sh"
+# ... and a TSC that steps back before an anchor starts no line ahead
+pvread_run pvread_anchor
 
 # ---- clocksource switched away and back ----
 # pvread_test_cs.ko: another clocksource, where the kernel has only xen.

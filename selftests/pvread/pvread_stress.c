@@ -40,6 +40,7 @@ struct reader {
 	atomic_bool *stop;
 	atomic_long *reads_so_far;
 	long reads, backwards, sampled, beyond, checked, violations, switches;
+	long below_coarse;
 	int64_t worst_dev, worst_warp;
 	struct pvread_stats st;
 };
@@ -84,6 +85,23 @@ static void *reader(void *arg)
 					       c->name, (long long)b.dev,
 					       b.ahead ? "ahead of" : "behind",
 					       (unsigned long long)b.bound,
+					       t->index);
+		}
+		/*
+		 * The fine clock is never below the coarse one read before
+		 * it (the kernel's is the coarse value plus the time since
+		 * the tick).  MONOTONIC's: REALTIME is stepped here.
+		 */
+		if (t->reads % 1024 == 256) {
+			struct timespec coarse, fine;
+
+			pvread_clock_gettime(CLOCK_MONOTONIC_COARSE, &coarse);
+			pvread_clock_gettime(CLOCK_MONOTONIC, &fine);
+			if (pvst_ns(&fine) < pvst_ns(&coarse) &&
+			    t->below_coarse++ < 3)
+				ksft_print_msg("stress: CLOCK_MONOTONIC %lld ns below CLOCK_MONOTONIC_COARSE read before it, on reader %d\n",
+					       (long long)(pvst_ns(&coarse) -
+							   pvst_ns(&fine)),
 					       t->index);
 		}
 		if (t->reads % 2048 == 1024) {
@@ -184,6 +202,7 @@ TEST_F_TIMEOUT(stress, everything_moves, STRESS_MAX_SECONDS + 120)
 {
 	long reads = 0, backwards = 0, sampled = 0, beyond = 0, checked = 0;
 	long violations = 0, switches = 0, changes = 0, hotplugs = 0;
+	long below_coarse = 0;
 	long unloads = 0, unloads_refused = 0, loads = 0, loads_refused = 0;
 	long by_mode[PVST_NR_MODES + 1] = { 0 }, by_line[PVST_NR_LINES + 1] = { 0 };
 	uint64_t fast = 0, slow = 0, retries = 0, clamped = 0, excused;
@@ -254,6 +273,7 @@ TEST_F_TIMEOUT(stress, everything_moves, STRESS_MAX_SECONDS + 120)
 		beyond += t[i].beyond;
 		checked += t[i].checked;
 		violations += t[i].violations;
+		below_coarse += t[i].below_coarse;
 		switches += t[i].switches;
 		fast += t[i].st.fast;
 		slow += t[i].st.slow;
@@ -292,6 +312,8 @@ TEST_F_TIMEOUT(stress, everything_moves, STRESS_MAX_SECONDS + 120)
 	ksft_print_msg("stress: %ld backward steps, %ld sampled against syscalls, %ld beyond the bound, largest deviation %lld ns, largest raw pvclock step back across a vCPU switch %lld ns, %ld exactness checks, %ld violations\n",
 		       backwards, sampled, beyond, (long long)worst_dev,
 		       (long long)worst_warp, checked, violations);
+	ksft_print_msg("stress: %ld CLOCK_MONOTONIC readings below the CLOCK_MONOTONIC_COARSE read before them\n",
+		       below_coarse);
 
 	EXPECT_LE(STRESS_MIN_READS, reads) TH_LOG("too few reads");
 	/*
@@ -323,6 +345,7 @@ TEST_F_TIMEOUT(stress, everything_moves, STRESS_MAX_SECONDS + 120)
 	EXPECT_EQ(0, beyond);
 	EXPECT_LT(0, sampled);
 	EXPECT_EQ(0, violations);
+	EXPECT_EQ(0, below_coarse);
 	EXPECT_LT(0, checked);
 	EXPECT_LT(0, changes);
 	EXPECT_EQ(unloads, unloads_refused) TH_LOG("an unload not refused");

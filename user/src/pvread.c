@@ -618,6 +618,34 @@ static ALWAYS_INLINE enum read_result read_records(const struct mapping *m,
 }
 
 /*
+ * The kernel's fine clocks are never below their coarse ones: these are
+ * the value at the last tick plus the time since.  The line may be behind
+ * the kernel by up to the bound, so right after a tick it can be below the
+ * coarse clock the page publishes (and gettimeofday()'s second below
+ * time()'s): hold it at the coarse value until the line passes it.  Both
+ * never decrease (but for a step of REALTIME), so neither does the result.
+ */
+static ALWAYS_INLINE enum read_result
+not_below_coarse(const struct pvread_header *h, const clockid_t clock,
+		 int64_t *sec, uint64_t *ns)
+{
+	const struct pvread_clock_base *c =
+		&h->tk.base[clock == CLOCK_MONOTONIC ? CLOCK_MONOTONIC_COARSE :
+						       CLOCK_REALTIME_COARSE];
+	int64_t csec = LOAD(c->sec);
+	uint64_t cns = LOAD(c->snsec);
+
+	if (unlikely(cns >= NSEC_PER_SEC))
+		return READ_NO_INVALID;
+	/* ns may exceed a second (set_ts() normalises) */
+	if ((*sec - csec) * NSEC_PER_SEC + (int64_t)(*ns - cns) < 0) {
+		*sec = csec;
+		*ns = cns;
+	}
+	return READ_OK;
+}
+
+/*
  * One attempt at the page's answer for @clock: READ_OK with the mode that
  * gave it in *@mode, READ_BUSY while an update is being written, READ_RETRY
  * when one completed under us, READ_NO_* when libc must answer.
@@ -669,6 +697,9 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 		sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		r = read_line(&h->line, clock, tsc, snsec, &ns);
+		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
+		    likely(r == READ_OK))
+			r = not_below_coarse(h, clock, &sec, &ns);
 	} else {
 		b = &h->tk.base[clock];
 		sec = LOAD(b->sec);

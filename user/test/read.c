@@ -680,6 +680,17 @@ static void write_line(uint64_t stamp, uint64_t span, uint32_t mul,
 	synthetic_write_end(&page);
 }
 
+/* The page's coarse clocks (MONOTONIC_COARSE and REALTIME_COARSE). */
+static void write_coarse(int64_t sec, uint64_t ns)
+{
+	synthetic_write_begin(&page);
+	page.hdr->tk.base[CLOCK_MONOTONIC_COARSE].sec = sec;
+	page.hdr->tk.base[CLOCK_MONOTONIC_COARSE].snsec = ns;
+	page.hdr->tk.base[CLOCK_REALTIME_COARSE].sec = sec;
+	page.hdr->tk.base[CLOCK_REALTIME_COARSE].snsec = ns;
+	synthetic_write_end(&page);
+}
+
 /* A line whose anchor lies 100 ms of ticks back, every base at @base_ns. */
 static uint64_t line_from_past(uint32_t mul, unsigned int shift,
 			       uint32_t raw_mul, unsigned int raw_shift,
@@ -735,6 +746,7 @@ static int line_before_anchor(void)
 	if (adopt(PVREAD_MODE_LINE, 0))
 		return 1;
 	l = &page.hdr->line;
+	write_coarse(4999, 0);
 	/* anchored a second of ticks from now, at 5000.123456789 s */
 	write_line(__rdtsc() + page.tsc_hz, 2 * page.tsc_hz, l->mul, l->shift,
 		   l->raw_mul, l->raw_shift, 5000, snsec);
@@ -750,6 +762,54 @@ static int line_before_anchor(void)
 	       (unsigned long long)(st1.retries - st0.retries),
 	       (unsigned long long)(st1.slow - st0.slow));
 	return bad || st1.fast - st0.fast != 30000 || st1.retries != st0.retries;
+}
+
+/*
+ * The kernel's fine clocks are never below its coarse ones, and the line
+ * behind the kernel must not be either: held at the coarse value until it
+ * passes it, so that CLOCK_MONOTONIC is not below CLOCK_MONOTONIC_COARSE
+ * and gettimeofday()'s second not below time().  MONOTONIC_RAW, BOOTTIME
+ * and TAI have no coarse clock and stay on the line.
+ */
+static int line_below_coarse(void)
+{
+	const uint64_t half = 500000000ULL << 32;
+	struct pvread_stats st0, st1;
+	struct timespec ts;
+	struct timeval tv;
+	long bad = 0, i;
+	time_t t;
+
+	if (adopt(PVREAD_MODE_LINE, 0))
+		return 1;
+	/* a line at 5000.5 s for a second, the coarse clocks at 5001.25 s */
+	write_coarse(5001, 250000000);
+	write_line(__rdtsc(), page.tsc_hz, 0, 0, 0, 0, 5000, half);
+	pvread_get_stats(&st0);
+	for (i = 0; i < 10000; i++) {
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		bad += ts.tv_sec != 5001 || ts.tv_nsec != 250000000;
+		pvread_clock_gettime(CLOCK_REALTIME, &ts);
+		bad += ts.tv_sec != 5001 || ts.tv_nsec != 250000000;
+		pvread_clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+		bad += ts.tv_sec != 5000 || ts.tv_nsec != 500000000;
+		t = pvread_time(NULL);
+		pvread_gettimeofday(&tv, NULL);
+		bad += t != 5001 || tv.tv_sec != 5001 || tv.tv_usec != 250000;
+	}
+	pvread_get_stats(&st1);
+	printf("# line 5000.5 s, coarse 5001.25 s: %ld wrong of 40000, %llu fast\n",
+	       bad, (unsigned long long)(st1.fast - st0.fast));
+	bad += st1.fast - st0.fast < 30000;
+	/* the line past the coarse clocks again: the line's value */
+	write_line(__rdtsc(), page.tsc_hz, 0, 0, 0, 0, 5002, half);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	bad += ts.tv_sec != 5002 || ts.tv_nsec != 500000000;
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
+	bad += ts.tv_sec != 5002 || ts.tv_nsec != 500000000;
+	printf("# line 5002.5 s: MONOTONIC %lld.%09ld\n", (long long)ts.tv_sec,
+	       ts.tv_nsec);
+	return bad != 0;
 }
 
 /*
@@ -1688,6 +1748,7 @@ int main(void)
 	scenario("line page: every clock fast and within the syscalls", line_all_clocks);
 	scenario("line: MONOTONIC_RAW at raw_mul << raw_shift", line_raw_rate);
 	scenario("line: a TSC before the anchor reads as the anchor, fast", line_before_anchor);
+	scenario("line: never below the coarse clocks (MONOTONIC, REALTIME, gettimeofday against time)", line_below_coarse);
 	scenario("line: beyond tsc_span (delta) or a shift out of range (invalid): falls back", line_beyond_span);
 	scenario("line: error bound above PVREAD_MAX_ERROR_NS: falls back (bound)", line_bound_above_tolerance);
 	scenario("line: readings do not raise the floor, only respect it", line_no_shared_write);
