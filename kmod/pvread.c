@@ -117,7 +117,7 @@ MODULE_PARM_DESC(test_measure_hold_ms, "For tests: the next measurement of the r
 
 static uint test_anchor_tsc_back;
 module_param(test_anchor_tsc_back, uint, 0600);
-MODULE_PARM_DESC(test_anchor_tsc_back, "For tests: the next anchor of the line reads the TSC this many ticks back (once; reads 0 once taken)");
+MODULE_PARM_DESC(test_anchor_tsc_back, "For tests: the next anchor of the line reads the TSC this many ticks below the measurement's (once; reads 0 once taken)");
 
 static int test_tsc_skew;
 module_param(test_tsc_skew, int, 0644);
@@ -213,6 +213,7 @@ static struct {
 	u64 check_max_ns, check_last_ns;	/* the TSC check's stop_machine */
 	u64 measure_stale;		/* measurements an update overtook */
 	u64 anchors_rejected;		/* the TSC went back before an anchor */
+	u64 bound_overruns;		/* a measurement beyond the bound out */
 	unsigned int measure_drops;	/* ... in a row */
 	u64 measure_locked;		/* made under pv.lock after that */
 	u64 coarse_held_ns;		/* see pvread_mirror(), at the last update */
@@ -980,7 +981,7 @@ static bool pvread_line_anchor(struct pvread_header *h,
 	smp_mb();
 	ta = rdtsc_ordered();
 	if (unlikely(READ_ONCE(test_anchor_tsc_back)))
-		ta -= xchg(&test_anchor_tsc_back, 0);
+		ta = m->t1 - xchg(&test_anchor_tsc_back, 0);
 	if ((s64)(ta - m->t1) < 0) {
 		pv.anchors_rejected++;
 		return false;
@@ -1257,7 +1258,7 @@ static void pvread_measure_work(struct irq_work *work)
 {
 	struct timekeeper *tk = &pv.tk;
 	struct pvread_header *h = pv.hdr;
-	u64 spread = U64_MAX, bound = U64_MAX, now_sec, dev, gen;
+	u64 spread = U64_MAX, bound = U64_MAX, now_sec, dev, gen, seen;
 	u64 t0 = local_clock();
 	struct clocksource *cs;
 	bool ready = false, measured;
@@ -1298,6 +1299,7 @@ static void pvread_measure_work(struct irq_work *work)
 	pv.measure_drops = 0;
 	if (measured)
 		spread = m.hi - m.lo;
+	seen = spread;
 	now_sec = tk->tkr_mono.cycle_last / NSEC_PER_SEC;
 	pv.last_sec = now_sec;
 	if (!pv.have_first) {
@@ -1319,9 +1321,19 @@ static void pvread_measure_work(struct irq_work *work)
 
 	pvread_write_begin(h);
 	if (ready && pvread_line_reason(pvread_flags()) == PVREAD_LINE_ACTIVE &&
-	    pvread_line_anchor(h, tk, &m, &dev))
+	    pvread_line_anchor(h, tk, &m, &dev)) {
 		bound = pvread_carried_bound(tk, pvread_window_bound(now_sec,
 								     dev));
+		seen = max(seen, dev);
+	}
+	/*
+	 * The bound readers had since the last update against what this
+	 * update measured at its end: where its premise failed (see
+	 * pvread_window_worst_bound()).
+	 */
+	if (h->mode != PVREAD_MODE_NONE && seen != U64_MAX &&
+	    seen > h->error_bound_ns)
+		pv.bound_overruns++;
 	h->error_bound_ns = bound;
 	h->spread_ns = spread;
 	pvread_publish(h);
@@ -2209,6 +2221,8 @@ static void pvread_debugfs_init(void)
 			   &pv.updates_while_measuring);
 	debugfs_create_u64("anchors_rejected", 0400, pv.debugfs,
 			   &pv.anchors_rejected);
+	debugfs_create_u64("bound_overruns", 0400, pv.debugfs,
+			   &pv.bound_overruns);
 }
 
 /*

@@ -57,9 +57,15 @@ platform_load() {
         die "unknown platform '$1' (known: $(platform_names))"
     PLATFORM=$1
     PLATFORM_SUITE='' PLATFORM_KSERIES='' PLATFORM_IMAGE_PKG='' PLATFORM_IMAGE_PATH=''
-    PLATFORM_XEN_PKG='' PLATFORM_XEN_ELF=''
+    PLATFORM_XEN_PKG='' PLATFORM_XEN_ELF='' PLATFORM_BUILD=''
     # shellcheck disable=SC1090
     source "$f"
+    # A platform vm/ builds itself: the script that does, and its Xen.
+    if [[ -n $PLATFORM_BUILD ]]; then
+        [[ -x $VM_DIR/$PLATFORM_BUILD && -n $PLATFORM_XEN_ELF ]] ||
+            die "$f: PLATFORM_BUILD must name a script in vm/, and PLATFORM_XEN_ELF a Xen"
+        return 0
+    fi
     [[ -n $PLATFORM_SUITE && -n $PLATFORM_KSERIES && -n $PLATFORM_IMAGE_PKG &&
        -n $PLATFORM_IMAGE_PATH && -n $PLATFORM_XEN_PKG && -n $PLATFORM_XEN_ELF ]] ||
         die "$f must set PLATFORM_SUITE, _KSERIES, _IMAGE_PKG, _IMAGE_PATH, _XEN_PKG and _XEN_ELF"

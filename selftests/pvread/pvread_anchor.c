@@ -9,7 +9,8 @@
  *
  * test_tsc_skew and tsc_check end the line (a TSC warp); then
  * test_anchor_tsc_back makes the anchor of the next line, once the check
- * comes back clean, read the TSC 500 ticks back.  The module must refuse
+ * comes back clean, read the TSC 500 ticks below the last one its
+ * measurement read.  The module must refuse
  * that anchor (debugfs anchors_rejected) and anchor the one after; the
  * line then stays within the published bound of the kernel, and the
  * bound stays below a second.  Needs line mode and debugfs.

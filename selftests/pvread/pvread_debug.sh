@@ -1,0 +1,32 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# The debug-kernel machines' suite (lockdep, KASAN, debug objects: see
+# vm/debug/kernel.config): the module's own tests (pvread_kmod.sh), its
+# load and unload racing a vCPU coming online (pvread_race.sh), then the
+# module loaded and in use for the machine's end, which vm/init makes a
+# reboot; with --poweroff the race alone, then a poweroff.  Both let go of
+# every area from the reboot notifier.  Any report of the instruments,
+# during the tests or the shutdown, is on the console, where vm/run's
+# badness scan fails the machine.
+# KTAP (pvread_lib.sh); exits 1 when any check failed.
+# Usage: pvread_debug.sh [--poweroff] [MODULE]
+end=reboot
+[ "$1" = --poweroff ] && { end=poweroff; shift; }
+mod=${1:-./pvread.ko}
+. "$(dirname "$0")/pvread_lib.sh"
+
+sys=/sys/class/misc/pvread
+echo "# kernel $(uname -r); vCPUs online: $(grep -c ^processor /proc/cpuinfo); the machine ends with a $end, pvread.ko loaded"
+check "lockdep is on (/proc/lockdep)" [ -r /proc/lockdep ]
+check "KASAN is on (the boot log says so)" sh -c 'dmesg | grep -q "KernelAddressSanitizer initialized"'
+[ $end = reboot ] && pvread_sub pvread_kmod.sh sh "$pvread_dir/pvread_kmod.sh" "$mod"
+pvread_sub pvread_race.sh sh "$pvread_dir/pvread_race.sh" "$mod"
+
+check "insmod pvread.ko for the $end" pvread_insmod "$mod"
+pvread_page wait-mode "$expect_mode" 30
+pvread_state "before the $end"
+# A reader holds the page while the machine goes down.
+pvread-bench -l 2000000000 -v pvread >/dev/null 2>&1 &
+check_dmesg
+[ "$end" = poweroff ] && : > /opt/pvread/.poweroff
+pvread_done
