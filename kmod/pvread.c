@@ -56,10 +56,14 @@ static_assert(offsetof(struct pvread_pvclock, tsc_shift) ==
 static_assert(sizeof(struct pvread_header) <= PAGE_SIZE);
 
 /*
- * The error bound is the records' largest disagreement over the last
- * PVREAD_WINDOW_SEC seconds, doubled: the disagreement wanders (by
- * milliseconds within seconds under emulation), and a reading is only ever
- * as far from the kernel as the records are from each other.
+ * The error bound (an estimate: what it covers is in the UAPI header,
+ * struct pvread_line) is twice the largest disagreement measured over the
+ * last PVREAD_WINDOW_SEC seconds, plus PVREAD_BOUND_SLACK_NS.  Between two
+ * updates the line, each record and the kernel's conversion are straight
+ * lines in the TSC, so their disagreement peaks at an end, which the next
+ * update measures; the factor 2 covers those readings while that
+ * measurement is at most twice the window's worst (counted where not:
+ * bound_overruns).
  */
 #define PVREAD_WINDOW_SEC	16
 #define PVREAD_WARMUP_SEC	2

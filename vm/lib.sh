@@ -57,7 +57,7 @@ platform_load() {
         die "unknown platform '$1' (known: $(platform_names))"
     PLATFORM=$1
     PLATFORM_SUITE='' PLATFORM_KSERIES='' PLATFORM_IMAGE_PKG='' PLATFORM_IMAGE_PATH=''
-    PLATFORM_XEN_PKG='' PLATFORM_XEN_ELF='' PLATFORM_BUILD=''
+    PLATFORM_XEN_PKG='' PLATFORM_XEN_ELF='' PLATFORM_BUILD='' PLATFORM_LINUX_ARGS=''
     # shellcheck disable=SC1090
     source "$f"
     # A platform vm/ builds itself: the script that does, and its Xen.

@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# The debug-kernel machines' suite (lockdep, KASAN, debug objects: see
-# vm/debug/kernel.config): the module's own tests (pvread_kmod.sh), its
+# The debug-kernel machines' suite (lockdep, page and slab poisoning,
+# debug objects: see vm/debug/kernel.config): the module's own tests
+# (pvread_kmod.sh), its
 # load and unload racing a vCPU coming online (pvread_race.sh), then the
 # module loaded and in use for the machine's end, which vm/init makes a
 # reboot; with --poweroff the race alone, then a poweroff.  Both let go of
@@ -17,16 +18,18 @@ mod=${1:-./pvread.ko}
 
 sys=/sys/class/misc/pvread
 echo "# kernel $(uname -r); vCPUs online: $(grep -c ^processor /proc/cpuinfo); the machine ends with a $end, pvread.ko loaded"
+# The instruments, as this kernel reports them (vm/debug/kernel.config).
 check "lockdep is on (/proc/lockdep)" [ -r /proc/lockdep ]
-check "KASAN is on (the boot log says so)" sh -c 'dmesg | grep -q "KernelAddressSanitizer initialized"'
+check "freed pages unmapped (debug_pagealloc=on)" grep -qw debug_pagealloc=on /proc/cmdline
+check "freed pages poisoned (page_poison=1)" grep -qw page_poison=1 /proc/cmdline
+check "slab objects poisoned (SLUB_DEBUG_ON)" \
+	sh -c '[ "$(cat /sys/kernel/slab/kmalloc-64/poison 2>/dev/null)" = 1 ]'
 [ $end = reboot ] && pvread_sub pvread_kmod.sh sh "$pvread_dir/pvread_kmod.sh" "$mod"
 pvread_sub pvread_race.sh sh "$pvread_dir/pvread_race.sh" "$mod"
 
-check "insmod pvread.ko for the $end" pvread_insmod "$mod"
+pvread_leave_loaded "$mod"
 pvread_page wait-mode "$expect_mode" 30
 pvread_state "before the $end"
-# A reader holds the page while the machine goes down.
-pvread-bench -l 2000000000 -v pvread >/dev/null 2>&1 &
 check_dmesg
 [ "$end" = poweroff ] && : > /opt/pvread/.poweroff
 pvread_done

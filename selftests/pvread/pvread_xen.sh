@@ -65,5 +65,6 @@ check "module gone" sh -c '! grep -q "^pvread " /proc/modules'
 # and load/unload cycles.
 pvread_sub pvread_kmod.sh sh "$pvread_dir/pvread_kmod.sh" "$mod"
 
+pvread_leave_loaded "$mod"
 check_dmesg
 pvread_done

@@ -88,7 +88,7 @@ struct pvread_info {
 	uint32_t flags;		/* PVREAD_FLAG_* */
 	uint32_t nr_records;
 	uint32_t nr_registered;
-	uint64_t error_bound_ns;	/* published by the module */
+	uint64_t error_bound_ns;	/* the module's estimate: pvread(3) */
 	uint64_t spread_ns;	/* records' disagreement at the last update */
 	uint64_t updates;	/* timekeeper updates mirrored */
 	uint64_t tolerance_ns;	/* PVREAD_MAX_ERROR_NS in force */

@@ -113,7 +113,8 @@ int main(int argc, char **argv)
 	       info.nr_records);
 	printf("updates:         %llu\n", (unsigned long long)info.updates);
 	printf("spread:          %llu ns\n", (unsigned long long)info.spread_ns);
-	printf("error bound:     %llu ns\n", (unsigned long long)info.error_bound_ns);
+	printf("error bound:     %llu ns (an estimate, measured and not proven: pvread(3))\n",
+	       (unsigned long long)info.error_bound_ns);
 	printf("tolerance:       %llu ns (PVREAD_MAX_ERROR_NS)\n",
 	       (unsigned long long)info.tolerance_ns);
 	printf("fast path:       %s\n", info.fast ? "yes" : "no");

@@ -37,9 +37,10 @@
  *     max_delta, ns = (base[clock].snsec + delta * mult) >> shift,
  *     time = base[clock].sec + ns (normalised).
  *  6. In PVREAD_MODE_PERCPU and PVREAD_MODE_LINE, header.error_bound_ns
- *     bounds how far such a reading can be from the kernel's own answer
- *     for the same instant; callers with a smaller tolerance must ask the
- *     kernel instead.  In PVREAD_MODE_STABLE the reading is the kernel's
+ *     estimates how far such a reading can be from the kernel's own
+ *     answer for the same instant (measured, not proven: what it covers
+ *     is under struct pvread_line); callers with a smaller tolerance must
+ *     ask the kernel instead.  In PVREAD_MODE_STABLE the reading is the kernel's
  *     answer (its "xen" clocksource then reads one record the same way,
  *     with no global last_value to hide disagreement behind).
  */
@@ -165,15 +166,28 @@ struct pvread_timekeeper {
  *    old one), so readings from the line are ordered across every CPU,
  *    thread and process.  Readings in the other modes are not ordered
  *    against them.
- *  - While header.mode is PVREAD_MODE_LINE, header.error_bound_ns
- *    estimates how far a reading can be from the kernel's clock_gettime()
- *    at the same instant on any CPU: twice the widest disagreement the
- *    module saw, over the last 16 s of timekeeping updates, among the
- *    line (at the end of each line's life and the start of the next), the
- *    kernel's own clocksource read and every registered vCPU record, plus
- *    how far either line's rate differs from the records' over tsc_span,
- *    plus 1 us.  It is measured, not proven: a disagreement that grows
- *    between two updates shows in the next.
+ *  - While header.mode is PVREAD_MODE_LINE, header.error_bound_ns is an
+ *    estimate, measured and not proven, of how far a reading can be from
+ *    the kernel's clock_gettime() at the same instant on any CPU.  At
+ *    each timekeeping update the module measures D: the widest
+ *    disagreement among the line (where the old one ends and where the
+ *    new one starts), the kernel's own clocksource read and every
+ *    registered vCPU record, plus how far the line's rate could take it
+ *    from the records' over tsc_span.  Between two updates the line, each
+ *    record and the kernel's conversion are straight lines in the TSC, so
+ *    their disagreement is largest at an end of the interval, and the
+ *    update at its end measures it.  The bound is twice the largest D of
+ *    the last 16 s, plus 1 us: it covers every reading for as long as the
+ *    disagreement at the next update is at most twice the worst of the
+ *    last 16 s.  That is all the factor 2 is; an update where it failed
+ *    is counted (debugfs pvread/bound_overruns).  Not covered: a record
+ *    that Xen rewrites between two updates with a step (its line breaks
+ *    there); a record registered since the last update (not yet
+ *    measured); a secondary record that lags the vCPU's primary one (Xen
+ *    did not write it); the kernel's clock stepped (settimeofday) for
+ *    REALTIME and TAI.  For 2 s after a load or a switch to the xen
+ *    clocksource, and 16 s after a resume, there is no history and the
+ *    mode is PVREAD_MODE_NONE: the kernel answers.
  *  - After the mode leaves PVREAD_MODE_LINE the last line stays, with
  *    tsc_span cut to the moment it ended (plus the 20 us), so that a
  *    library can keep its readings at or above the line's value, clamped
@@ -206,7 +220,7 @@ struct pvread_header {
 	__u32 record_stride;
 	__u32 map_size;
 	__u32 nr_registered;
-	__u64 error_bound_ns;	/* max |reading - kernel's answer|, see above */
+	__u64 error_bound_ns;	/* estimated |reading - kernel's|, see above */
 	__u64 updates;		/* timekeeper updates mirrored since load */
 	__u64 spread_ns;	/* records' disagreement at the last update */
 	__u32 stable_record;	/* in PVREAD_MODE_STABLE: the record to use */
