@@ -181,6 +181,12 @@ if [ -r $dbg/notifier_max_ns ]; then
 	echo 0 > $dbg/measure_max_ns
 	sleep 2
 	echo "# quiet for 2 s: notifier max $(cat $dbg/notifier_max_ns) ns, measurement max $(cat $dbg/measure_max_ns) ns"
+	# The TSC check stops every CPU with interrupts off: its worst since
+	# load (the warp test, hotplug and suspend ran it), and one more now.
+	echo "# TSC check (stop_machine, interrupts off): max $(cat $dbg/check_max_ns) ns since load"
+	echo 1 > $sys/tsc_check
+	echo "# TSC check on request: $(cat $dbg/check_last_ns) ns ($(grep -c ^processor /proc/cpuinfo) vCPUs)"
+	echo "# bound: $(cat $dbg/bound_overruns) updates measured more than the bound readers had; $(cat $dbg/anchors_rejected) anchors rejected (TSC back)"
 fi
 # Not a figure but a fact: an update made while a measurement is held in
 # its look at the records goes through, and the measurement is dropped.

@@ -698,6 +698,7 @@ static uint64_t line_from_past(uint32_t mul, unsigned int shift,
 {
 	uint64_t back = page.tsc_hz / 10;
 
+	write_coarse(0, 0);	/* not above the line: see line_below_coarse() */
 	write_line(__rdtsc() - back, 2 * page.tsc_hz, mul, shift, raw_mul,
 		   raw_shift, base_ns / NSEC_PER_SEC,
 		   (uint64_t)(base_ns % NSEC_PER_SEC) << 32);

@@ -367,7 +367,7 @@ void synthetic_line_shift(struct synthetic *s, int64_t ns)
 	for (i = 0; i < PVREAD_NR_CLOCK_BASES; i++)
 		if (is_fine(i))
 			set_line_base(&l->base[i], line_base(&l->base[i]) +
-				      ((__int128)ns << 32));
+				      (__int128)ns * ((__int128)1 << 32));
 	STORE(l->anchors, l->anchors + 1);
 	synthetic_write_end(s);
 }
