@@ -44,6 +44,8 @@
 
 #include <linux/pvread.h>
 
+#include "pvread_line.h"
+
 #ifndef PVREAD_HAVE_MSRQ	/* see Kbuild */
 #define rdmsrq_safe rdmsrl_safe
 #define wrmsrq_safe wrmsrl_safe
@@ -71,21 +73,6 @@ static_assert(sizeof(struct pvread_header) <= PAGE_SIZE);
 /* Measurements dropped in a row before one is made under the lock. */
 #define PVREAD_MEASURE_MAX_DROPS	4
 
-/*
- * The line (PVREAD_MODE_LINE).  Each timekeeping update re-anchors it where
- * the previous one stands and aims it at the kernel's clock one horizon
- * later, its rate kept within MAX_SLEW of the records' (as NTP's slew is
- * limited), so it never steps and follows the kernel smoothly.  A reader
- * may still be on the old line for a moment after the anchor (its rdtsc
- * may run late, its TSC may be a little ahead of ours): the new line starts
- * high enough to stay above the old one for GUARD_NS.  SPAN_NS: how long a
- * line may be read without an update (ticks stop on idle CPUs; a CPU
- * running a reader ticks).
- */
-#define PVREAD_LINE_HORIZON_NS	NSEC_PER_SEC
-#define PVREAD_LINE_MAX_SLEW_PPM	1000
-#define PVREAD_LINE_GUARD_NS	20000
-#define PVREAD_LINE_SPAN_NS	(NSEC_PER_SEC / 2)
 #define PVREAD_LINE_RATE_PPM	1	/* records at one rate: rounding only */
 #define PVREAD_WARP_LOOPS	5000
 #define PVREAD_WARP_MAX_US	2000	/* every CPU stopped: keep it short */
@@ -126,14 +113,6 @@ MODULE_PARM_DESC(test_anchor_tsc_back, "For tests: the next anchor of the line r
 static int test_tsc_skew;
 module_param(test_tsc_skew, int, 0644);
 MODULE_PARM_DESC(test_tsc_skew, "For tests: the TSC check sees the TSC of the last online CPU go back by this many ticks");
-
-/* One rate of the line: MONOTONIC's, or MONOTONIC_RAW's. */
-struct pvread_run {
-	u32 mul;		/* as published: ns per tick << (32 - shift) */
-	u8 shift;
-	s64 ns;			/* the value at the anchor: ns + frac / 2^32 */
-	u32 frac;
-};
 
 struct pvread_line_state {
 	u64 tsc;		/* the anchor */
@@ -556,11 +535,10 @@ static int pvread_cpu_online(unsigned int cpu)
 {
 	struct pvread_record *rec = pvread_record(cpu);
 	struct pvread_cpu *pc = &pv.cpus[cpu];
-	unsigned long irqflags;
-	int ret = 0;
-
 	bool check = false, reg = !pvread_kernel_owns(cpu) &&
 				    !READ_ONCE(pv.shutting_down);
+	unsigned long irqflags;
+	int ret = 0;
 
 	pc->error = 0;
 	rec->xen_vcpu_id = xen_vcpu_nr(cpu);
@@ -744,32 +722,6 @@ static s64 pvread_tk_raw_ns(const struct timekeeper *tk, u64 c)
 	       (s64)(((u64)-d * r->mult) >> r->shift);
 }
 
-/* @rate (ns per tick << 32) as readers take it: mul, shift. */
-static void pvread_run_set_rate(struct pvread_run *r, u64 rate)
-{
-	u8 shift = 0;
-
-	while ((rate >> shift) > U32_MAX)
-		shift++;
-	r->shift = shift;
-	r->mul = rate >> shift;
-}
-
-static u64 pvread_run_rate(const struct pvread_run *r)
-{
-	return (u64)r->mul << r->shift;
-}
-
-/* @r's value @d ticks past its anchor, exactly as readers compute it. */
-static void pvread_run_at(const struct pvread_run *r, u64 d, s64 *ns, u32 *frac)
-{
-	unsigned __int128 p = (unsigned __int128)(d << r->shift) * r->mul;
-	u64 f = (u64)r->frac + (u32)p;
-
-	*ns = r->ns + (s64)(u64)(p >> 32) + (s64)(f >> 32);
-	*frac = (u32)f;
-}
-
 /* Ticks past the anchor a reader would use at @tsc. */
 static u64 pvread_line_d(u64 tsc)
 {
@@ -785,60 +737,6 @@ static s64 pvread_run_ns(const struct pvread_run *r, u64 tsc)
 
 	pvread_run_at(r, pvread_line_d(tsc), &ns, &frac);
 	return ns;
-}
-
-/*
- * Rate that brings a line @lead_ns ahead of the kernel (behind, if
- * negative) back to it over the horizon, within the slew limit.
- */
-static u64 pvread_steer(u64 rate, s64 lead_ns)
-{
-	const s64 lim = PVREAD_LINE_HORIZON_NS / 1000000 *
-			PVREAD_LINE_MAX_SLEW_PPM;
-
-	lead_ns = clamp(lead_ns, -lim, lim);
-	return rate - div_s64((s64)rate * lead_ns, PVREAD_LINE_HORIZON_NS);
-}
-
-/*
- * Replace run @r, whose old line readers may still be on for @guard ticks
- * after @d ticks past its anchor, by one of @rate anchored there: where the
- * old one stands, plus what keeps it above the old one until the guard is
- * over.  Exact in readers' arithmetic.
- */
-static void pvread_run_continue(struct pvread_run *r, u64 d, u64 rate,
-				u64 guard)
-{
-	u64 old = pvread_run_rate(r), step, f;
-
-	pvread_run_at(r, d, &r->ns, &r->frac);
-	pvread_run_set_rate(r, rate);
-	rate = pvread_run_rate(r);
-	if (old > rate) {
-		step = (old - rate) * guard + 1;
-		f = (u64)r->frac + (u32)step;
-		r->ns += (s64)(step >> 32) + (s64)(f >> 32);
-		r->frac = (u32)f;
-	}
-}
-
-/* Start run @r of @rate at @ns, but not below where it last stood. */
-static void pvread_run_start(struct pvread_run *r, u64 d, u64 rate, s64 ns,
-			     bool had_line)
-{
-	s64 last_ns = S64_MIN;
-	u32 last_frac = 0;
-
-	if (had_line)
-		pvread_run_at(r, d, &last_ns, &last_frac);
-	pvread_run_set_rate(r, rate);
-	if (ns > last_ns) {
-		r->ns = ns;
-		r->frac = 0;
-	} else {
-		r->ns = last_ns;
-		r->frac = last_frac;
-	}
 }
 
 static u64 pvread_abs_diff(u64 a, u64 b)

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The module's line arithmetic (pvread_line.h, the code pvread.c runs) on
+ * the host, against random and adversarial anchors.  Each round takes a
+ * line, re-anchors it d ticks past its anchor at a new rate, as every
+ * timekeeping update does, and checks what readers rely on:
+ *  - within one line the value never decreases with the TSC;
+ *  - a continued line starts at or above where the old one stands, and
+ *    stays above the old one for the guard after the anchor (a reader may
+ *    still be on the old line then);
+ *  - a line started afresh (after the old one ended) starts at or above
+ *    where the old one stood.
+ * Rates from a 4 MHz to a 16 GHz TSC, steered by up to the slew limit or
+ * changed by any amount (a restore onto another host), anchors at 0, 1,
+ * the span's edges and at random, guards from 1 tick to a whole span.
+ * The figures go on "# " lines; exit 1 on any violation.
+ *
+ *   make -C kmod check [ROUNDS=N]
+ */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef uint8_t u8;
+typedef uint32_t u32;
+typedef int32_t s32;
+typedef int64_t s64;
+typedef uint64_t u64;
+#define U32_MAX UINT32_MAX
+#define S64_MIN INT64_MIN
+#define NSEC_PER_SEC 1000000000LL
+#define clamp(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+
+/* The kernel's div_s64(): truncates towards zero, as C does. */
+static inline s64 div_s64(s64 dividend, s32 divisor)
+{
+	return dividend / divisor;
+}
+
+#include "pvread_line.h"
+
+typedef __int128 i128;
+
+/* A run's value @d ticks past its anchor, in ns << 32, as readers get it. */
+static i128 value(const struct pvread_run *r, u64 d)
+{
+	s64 ns;
+	u32 frac;
+
+	pvread_run_at(r, d, &ns, &frac);
+	return (i128)ns * ((i128)1 << 32) + frac;
+}
+
+static u64 rng_state = 0x9e3779b97f4a7c15ULL;
+
+static u64 rnd(void)
+{
+	/* xorshift64*: reproducible across hosts */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dULL;
+}
+
+static u64 rnd_below(u64 n)
+{
+	return n ? rnd() % n : 0;
+}
+
+/* A rate (ns per tick << 32) for a TSC of 4 MHz to 16 GHz. */
+static u64 rnd_rate(void)
+{
+	static const u64 edges[] = {
+		(1ULL << 32) - 1, 1ULL << 32, (1ULL << 32) + 1,	/* 1 GHz: shift 0 -> 1 */
+		(1ULL << 33) - 1, 1ULL << 33,
+		1ULL << 28, (u64)250 << 32,
+	};
+
+	if (rnd_below(4) == 0)
+		return edges[rnd_below(sizeof(edges) / sizeof(edges[0]))];
+	return (1ULL << 28) + rnd_below((u64)250 << 32);
+}
+
+/* The ticks a span of @ns lasts at @rate, as the module computes it. */
+static u64 ticks(u64 ns, u64 rate)
+{
+	return (u64)(((unsigned __int128)ns << 32) / rate);
+}
+
+static u64 pick_d(u64 span)
+{
+	switch (rnd_below(6)) {
+	case 0: return 0;
+	case 1: return 1;
+	case 2: return span ? span - 1 : 0;
+	case 3: return span;
+	default: return rnd_below(span + 1);
+	}
+}
+
+struct tally {
+	long rounds, within, at_anchor, guard, start;
+	i128 worst_guard;	/* smallest margin over the old line, ns << 32 */
+};
+
+static bool check_within(const struct pvread_run *r, u64 span, struct tally *t)
+{
+	u64 a = rnd_below(span + 1), b = a + rnd_below(span - a + 1);
+
+	if (value(r, b) >= value(r, a) && value(r, span) >= value(r, 0))
+		return true;
+	if (t->within++ < 3)
+		printf("# within a line: value at %" PRIu64 " below the value at %" PRIu64 " (mul %u shift %u)\n",
+		       b, a, r->mul, r->shift);
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	long rounds = argc > 1 ? atol(argv[1]) : 2000000, i;
+	struct tally t = { .worst_guard = (i128)INT64_MAX << 32 };
+	struct pvread_run r = { 0 }, old;
+	u64 rate = rnd_rate(), span, guard, d, x, nrate;
+	i128 margin;
+	bool ok;
+
+	pvread_run_set_rate(&r, rate);
+	r.ns = 1000 * NSEC_PER_SEC;
+	for (i = 0; i < rounds; i++) {
+		t.rounds++;
+		rate = pvread_run_rate(&r);
+		span = ticks(PVREAD_LINE_SPAN_NS, rate);
+		switch (rnd_below(4)) {
+		case 0: guard = 1; break;
+		case 1: guard = span; break;
+		default: guard = ticks(PVREAD_LINE_GUARD_NS, rate) + 1;
+		}
+		check_within(&r, span, &t);
+		d = pick_d(span);
+		old = r;
+		if (rnd_below(8)) {
+			/* continued: steered by up to the slew limit, or more */
+			nrate = rnd_below(8) ?
+				pvread_steer(rate, (s64)rnd_below(40000001) - 20000000) :
+				rnd_rate();
+			if (nrate > rate * 2 || nrate < rate / 2)
+				nrate = pvread_steer(rate, 0);
+			pvread_run_continue(&r, d, nrate, guard);
+			ok = value(&r, 0) >= value(&old, d);
+			if (!ok && t.at_anchor++ < 3)
+				printf("# continued at %" PRIu64 ": starts below the old line by %lld/2^32 ns (rate %" PRIu64 " -> %" PRIu64 ")\n",
+				       d, (long long)(value(&old, d) - value(&r, 0)),
+				       rate, nrate);
+			for (x = 0; x <= guard; x += guard > 4 ? guard / 4 : 1) {
+				u64 od = d + x > span ? span : d + x;
+
+				margin = value(&r, x) - value(&old, od);
+				if (margin < t.worst_guard)
+					t.worst_guard = margin;
+				if (margin < 0 && t.guard++ < 3)
+					printf("# continued at %" PRIu64 ": %" PRIu64 " ticks later below the old line by %lld/2^32 ns (rate %" PRIu64 " -> %" PRIu64 ", guard %" PRIu64 ")\n",
+					       d, x, (long long)-margin, rate,
+					       nrate, guard);
+			}
+		} else {
+			/* started afresh, at the kernel's clock or below it */
+			s64 k = old.ns + (s64)rnd_below(2000000) - 1000000;
+
+			pvread_run_start(&r, d, rnd_rate(), k, true);
+			ok = value(&r, 0) >= value(&old, d);
+			if (!ok && t.start++ < 3)
+				printf("# started at %" PRIu64 ": below where the old line stood\n", d);
+		}
+		/* keep the values away from s64's ends */
+		if (r.ns > (s64)1 << 62 || r.ns < 0)
+			r.ns = 1000 * NSEC_PER_SEC;
+	}
+	printf("# %ld anchors: %ld lines decreasing, %ld continued below the old line, %ld below it within the guard (smallest margin %lld/2^32 ns), %ld started below it\n",
+	       t.rounds, t.within, t.at_anchor, t.guard,
+	       (long long)t.worst_guard, t.start);
+	ok = !t.within && !t.at_anchor && !t.guard && !t.start;
+	printf("%s - the module's line never decreases and never starts below the old one within the guard\n",
+	       ok ? "ok 1" : "not ok 1");
+	return !ok;
+}
