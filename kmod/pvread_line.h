@@ -78,8 +78,8 @@ static inline u64 pvread_steer(u64 rate, s64 lead_ns)
  * old one stands, plus what keeps it above the old one until the guard is
  * over.  Exact in readers' arithmetic.
  */
-static inline void pvread_run_continue(struct pvread_run *r, u64 d, u64 rate,
-				u64 guard)
+static inline void pvread_run_continue(struct pvread_run *r, u64 d,
+				       u64 rate, u64 guard)
 {
 	u64 old = pvread_run_rate(r), step, f;
 
@@ -95,8 +95,8 @@ static inline void pvread_run_continue(struct pvread_run *r, u64 d, u64 rate,
 }
 
 /* Start run @r of @rate at @ns, but not below where it last stood. */
-static inline void pvread_run_start(struct pvread_run *r, u64 d, u64 rate, s64 ns,
-			     bool had_line)
+static inline void pvread_run_start(struct pvread_run *r, u64 d, u64 rate,
+				    s64 ns, bool had_line)
 {
 	s64 last_ns = S64_MIN;
 	u32 last_frac = 0;
