@@ -445,6 +445,8 @@ static int pvread_register_area(unsigned int cpu, struct pvread_pvclock *p)
 	};
 	u64 addr;
 
+	/* Only ever on @cpu itself: see pvread_unregister_self(). */
+	WARN_ON_ONCE(cpu != raw_smp_processor_id());
 	if (pv.phys_area) {
 		addr = p ? virt_to_machine(p).maddr : ~0ULL;
 		return HYPERVISOR_vcpu_op(PVREAD_VCPUOP_TIME_PHYS_AREA,
