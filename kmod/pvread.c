@@ -110,6 +110,10 @@ static uint test_anchor_tsc_back;
 module_param(test_anchor_tsc_back, uint, 0600);
 MODULE_PARM_DESC(test_anchor_tsc_back, "For tests: the next anchor of the line reads the TSC this many ticks below the measurement's (once; reads 0 once taken)");
 
+static uint test_check_delay_ms;
+module_param(test_check_delay_ms, uint, 0444);
+MODULE_PARM_DESC(test_check_delay_ms, "For tests: a TSC check queued by a vCPU coming online starts this many ms late (at most 1000)");
+
 static int test_tsc_skew;
 module_param(test_tsc_skew, int, 0644);
 MODULE_PARM_DESC(test_tsc_skew, "For tests: the TSC check sees the TSC of the last online CPU go back by this many ticks");
@@ -2000,7 +2004,6 @@ static int pvread_warp_fn(void *data)
 static void pvread_tsc_check(void)
 {
 	struct pvread_warp w = {
-		.lock = __RAW_SPIN_LOCK_UNLOCKED(w.lock),
 		.skew = READ_ONCE(test_tsc_skew),
 		.ticks = (u64)max(tsc_khz, 1U) * PVREAD_WARP_MAX_US / 1000,
 	};
@@ -2012,6 +2015,8 @@ static void pvread_tsc_check(void)
 
 	if (!zalloc_cpumask_var(&covered, GFP_KERNEL))
 		return;
+	/* On the stack: lockdep needs it initialised at run time. */
+	raw_spin_lock_init(&w.lock);
 	w.covered = covered;
 	mutex_lock(&pv.check_mutex);
 	pvread_read_xen_tsc();
@@ -2049,6 +2054,8 @@ out:
 
 static void pvread_check_work(struct work_struct *work)
 {
+	if (test_check_delay_ms)
+		msleep(min(test_check_delay_ms, 1000U));
 	pvread_tsc_check();
 }
 

@@ -4,10 +4,13 @@
 # load race a vCPU coming online.  A vCPU that no TSC check has seen
 # queues one when it comes online; if that happens while the module is
 # being unloaded, after the work was cancelled and before the hotplug
-# state is gone, the check runs on freed pages and module text (KASAN or
-# an oops in the debug kernel).  And a load racing it must register the
-# vCPU exactly once.  Each round: the last vCPU offline, the module
-# loaded, then the vCPU brought online while rmmod (or insmod) runs.
+# state is gone, the check runs on freed pages and module text (an oops,
+# or a poisoned page in the debug kernel).  And a load racing it must
+# register the vCPU.  Each round: the last vCPU offline, the module
+# loaded, then the vCPU brought online while rmmod (or insmod) runs.  The
+# module's test_check_delay_ms holds the check that the vCPU queues for
+# 300 ms, so that one queued too late runs after the module is gone every
+# time, rather than once in a while.
 # KTAP (pvread_lib.sh); exits 1 when any check failed.
 # Usage: pvread_race.sh [MODULE] [ROUNDS]
 mod=${1:-./pvread.ko}
@@ -34,7 +37,9 @@ while [ $i -lt "$rounds" ]; do
 	echo 0 > "$online" || bad=$((bad + 1))
 	if [ $((i % 2)) -eq 0 ]; then
 		# the vCPU online while the module unloads
-		pvread_insmod "$mod" && loads=$((loads + 1))
+		# shellcheck disable=SC2086  # one word per parameter
+		insmod "$mod" $PVREAD_KMOD_ARGS test_check_delay_ms=300 &&
+			loads=$((loads + 1))
 		echo 1 > "$online" &
 		rmmod pvread && unloads=$((unloads + 1))
 		wait $! && onl=$((onl + 1))
