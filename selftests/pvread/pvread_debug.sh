@@ -30,6 +30,11 @@ pvread_sub pvread_race.sh sh "$pvread_dir/pvread_race.sh" "$mod"
 pvread_leave_loaded "$mod"
 pvread_page wait-mode "$expect_mode" 30
 pvread_state "before the $end"
+# lockdep turns itself off at its first report, or at a lock it cannot
+# track (seen: an on-stack lock with a static initialiser).
+grep -E 'debug_locks|lock-classes|direct dependencies' /proc/lockdep_stats | sed 's/^ */# lockdep: /'
+check "lockdep still on after the tests (debug_locks 1)" \
+	grep -qE '^ *debug_locks: *1$' /proc/lockdep_stats
 check_dmesg
 [ "$end" = poweroff ] && : > /opt/pvread/.poweroff
 pvread_done
