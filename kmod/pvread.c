@@ -450,7 +450,8 @@ static int pvread_register_area(unsigned int cpu, struct pvread_pvclock *p)
 	u64 addr;
 
 	/* Only ever on @cpu itself: see pvread_unregister_self(). */
-	WARN_ON_ONCE(cpu != raw_smp_processor_id());
+	if (WARN_ON_ONCE(cpu != raw_smp_processor_id()))
+		return -EINVAL;
 	if (pv.phys_area) {
 		addr = p ? virt_to_machine(p).maddr : ~0ULL;
 		return HYPERVISOR_vcpu_op(PVREAD_VCPUOP_TIME_PHYS_AREA,
@@ -482,6 +483,7 @@ static void pvread_unregister_self(unsigned int cpu)
 		return;
 	}
 	pc->in_xen = false;
+	pc->stuck = false;
 	/*
 	 * Odd: no reader takes it for current, and the registration that
 	 * brings the vCPU back visibly rewrites it (Xen's physical-area
@@ -541,17 +543,23 @@ static int pvread_cpu_online(unsigned int cpu)
 {
 	struct pvread_record *rec = pvread_record(cpu);
 	struct pvread_cpu *pc = &pv.cpus[cpu];
-	bool check = false, reg = !pvread_kernel_owns(cpu) &&
-				    !READ_ONCE(pv.shutting_down);
+	bool check = false, reg = !pvread_kernel_owns(cpu);
 	unsigned long irqflags;
 	int ret = 0;
 
 	pc->error = 0;
 	rec->xen_vcpu_id = xen_vcpu_nr(cpu);
+	/*
+	 * The reboot notifier's IPI lets go of what is registered when it
+	 * lands: not between the look at shutting_down and the registration.
+	 */
+	local_irq_save(irqflags);
+	reg = reg && !READ_ONCE(pv.shutting_down);
 	if (reg) {
 		ret = pvread_register_self(cpu);
 		pc->error = ret;
 	}
+	local_irq_restore(irqflags);
 
 	raw_spin_lock_irqsave(&pv.lock, irqflags);
 	cpumask_clear_cpu(cpu, pv.to_register);
@@ -866,14 +874,17 @@ static void pvread_line_flatten(struct pvread_header *h)
  * the header open (readers of the old line are still finishing).  Sets
  * @dev to how far the lines, the kernel's clock and the records
  * disagreed, in ns, including how far the new line's rate could take it
- * from the records' over its span.  False, and nothing anchored, if the
+ * from the records' over its span, and @end_out to how far the old line
+ * was from them at its end (0 if it had ended).  False, and nothing
+ * anchored, if the
  * TSC read now is below the measurement's: every difference below is
  * taken as unsigned, and one TSC step back of 500 ticks would start a
  * line about 195 years ahead, which no later line could undo.
  */
 static bool pvread_line_anchor(struct pvread_header *h,
 			       const struct timekeeper *tk,
-			       const struct pvread_meas *m, u64 *dev_out)
+			       const struct pvread_meas *m, u64 *dev_out,
+			       u64 *end_out)
 {
 	struct pvread_line_state *l = &pv.ln;
 	u64 rm = mul_u64_u32_shr(m->rate, tk->tkr_mono.mult, tk->tkr_mono.shift);
@@ -902,6 +913,7 @@ static bool pvread_line_anchor(struct pvread_header *h,
 			   pvread_dev(pvread_run_ns(&l->mono, m->t1), mlo, mhi));
 		dev = max3(dev, pvread_dev(pvread_run_ns(&l->raw, m->t0), rlo, rhi),
 			   pvread_dev(pvread_run_ns(&l->raw, m->t1), rlo, rhi));
+		*end_out = dev;		/* what readers of the old line saw */
 		rm = pvread_steer(rm, pvread_run_ns(&l->mono, tmid) - km);
 		rr = pvread_steer(rr, pvread_run_ns(&l->raw, tmid) - kr);
 		pvread_run_continue(&l->mono, d, rm, guard);
@@ -1166,7 +1178,7 @@ static void pvread_measure_work(struct irq_work *work)
 {
 	struct timekeeper *tk = &pv.tk;
 	struct pvread_header *h = pv.hdr;
-	u64 spread = U64_MAX, bound = U64_MAX, now_sec, dev, gen, seen;
+	u64 spread = U64_MAX, bound = U64_MAX, now_sec, dev, end = 0, gen, seen;
 	u64 t0 = local_clock();
 	struct clocksource *cs;
 	bool ready = false, measured;
@@ -1229,15 +1241,17 @@ static void pvread_measure_work(struct irq_work *work)
 
 	pvread_write_begin(h);
 	if (ready && pvread_line_reason(pvread_flags()) == PVREAD_LINE_ACTIVE &&
-	    pvread_line_anchor(h, tk, &m, &dev)) {
+	    pvread_line_anchor(h, tk, &m, &dev, &end)) {
 		bound = pvread_carried_bound(tk, pvread_window_bound(now_sec,
 								     dev));
-		seen = max(seen, dev);
+		seen = max(seen, end);
 	}
 	/*
 	 * The bound readers had since the last update against what this
-	 * update measured at its end: where its premise failed (see
-	 * pvread_window_worst_bound()).
+	 * update measured at that interval's end, the records' spread and
+	 * the old line's distance from them: where the bound's premise
+	 * failed (see PVREAD_WINDOW_SEC).  Not seen: an interval whose
+	 * anchor was rejected or whose line ended.
 	 */
 	if (h->mode != PVREAD_MODE_NONE && seen != U64_MAX &&
 	    seen > h->error_bound_ns)
@@ -1796,6 +1810,7 @@ static int pvread_reboot_notify(struct notifier_block *nb,
 
 	raw_spin_lock_irqsave(&pv.lock, irqflags);
 	WRITE_ONCE(pv.shutting_down, true);	/* no CPU registers again */
+	cpumask_clear(pv.to_register);		/* nor does a resume's work */
 	pv.suspended = true;
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pv.lock, irqflags);
@@ -1831,11 +1846,12 @@ static void pvread_syscore_resume_hook(void)
 	 */
 	pv.warmup_sec = PVREAD_WINDOW_SEC;
 	pv.ready = false;
-	pv.suspended = false;
+	pv.suspended = pv.shutting_down;
 	pv.resumes++;
 	pvread_republish();
 	raw_spin_unlock(&pv.lock);
-	schedule_work(&pv.resume_work);
+	if (!READ_ONCE(pv.shutting_down))
+		schedule_work(&pv.resume_work);
 }
 
 #ifdef PVREAD_HAVE_SYSCORE	/* see Kbuild */
@@ -1891,7 +1907,8 @@ static void pvread_resume_cpu(void *unused)
 	bool again;
 
 	raw_spin_lock(&pv.lock);
-	again = cpumask_test_and_clear_cpu(cpu, pv.to_register);
+	again = cpumask_test_and_clear_cpu(cpu, pv.to_register) &&
+		!pv.shutting_down;
 	raw_spin_unlock(&pv.lock);
 	/* A hypercall, maybe long: not under the lock every CPU takes. */
 	again = again && !pvread_register_self(cpu);
@@ -2089,8 +2106,10 @@ static void pvread_release_areas(void)
 
 	cpuhp_remove_state(pv.hp_state);
 	cancel_work_sync(&pv.check_work);
+	/* Held as long as any area was: a kexec meanwhile lets go of them. */
+	unregister_reboot_notifier(&pvread_reboot_nb);
 	for_each_possible_cpu(cpu)
-		leak |= pv.cpus[cpu].stuck || pv.cpus[cpu].in_xen;
+		leak |= pv.cpus[cpu].in_xen;
 	if (leak) {
 		pr_err("leaking %zu bytes that Xen may still write to\n",
 		       pv.size);
@@ -2200,10 +2219,16 @@ static int __init pvread_init(void)
 	mutex_init(&pv.check_mutex);
 	pv.measure_work = IRQ_WORK_INIT_HARD(pvread_measure_work);
 
+	/* Before any area is registered, and until the last is let go of. */
+	ret = register_reboot_notifier(&pvread_reboot_nb);
+	if (ret)
+		goto err_pages;
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "pvread:online",
 				pvread_cpu_online, pvread_cpu_offline);
-	if (ret < 0)
+	if (ret < 0) {
+		unregister_reboot_notifier(&pvread_reboot_nb);
 		goto err_pages;
+	}
 	pv.hp_state = ret;
 	for_each_online_cpu(cpu) {
 		if (pv.cpus[cpu].error) {
@@ -2222,7 +2247,6 @@ static int __init pvread_init(void)
 	if (ret)
 		goto err_notifier;
 	pvread_register_syscore();
-	register_reboot_notifier(&pvread_reboot_nb);
 	ret = misc_register(&pvread_misc);
 	if (ret)
 		goto err_syscore;
@@ -2236,7 +2260,6 @@ static int __init pvread_init(void)
 	return 0;
 
 err_syscore:
-	unregister_reboot_notifier(&pvread_reboot_nb);
 	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
 err_notifier:
@@ -2257,7 +2280,6 @@ static void __exit pvread_exit(void)
 {
 	debugfs_remove_recursive(pv.debugfs);
 	misc_deregister(&pvread_misc);
-	unregister_reboot_notifier(&pvread_reboot_nb);
 	pvread_unregister_syscore();
 	cancel_work_sync(&pv.resume_work);
 	pvclock_gtod_unregister_notifier(&pvread_gtod_nb);

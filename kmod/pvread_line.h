@@ -50,7 +50,8 @@ static inline u64 pvread_run_rate(const struct pvread_run *r)
 }
 
 /* @r's value @d ticks past its anchor, exactly as readers compute it. */
-static inline void pvread_run_at(const struct pvread_run *r, u64 d, s64 *ns, u32 *frac)
+static inline void pvread_run_at(const struct pvread_run *r, u64 d, s64 *ns,
+				 u32 *frac)
 {
 	unsigned __int128 p = (unsigned __int128)(d << r->shift) * r->mul;
 	u64 f = (u64)r->frac + (u32)p;

@@ -618,29 +618,44 @@ static ALWAYS_INLINE enum read_result read_records(const struct mapping *m,
 }
 
 /*
- * The kernel's fine clocks are never below their coarse ones: these are
- * the value at the last tick plus the time since.  The line may be behind
- * the kernel by up to the bound, so right after a tick it can be below the
- * coarse clock the page publishes (and gettimeofday()'s second below
- * time()'s): hold it at the coarse value until the line passes it.  Both
- * never decrease (but for a step of REALTIME), so neither does the result.
+ * The kernel's fine clocks are never below its coarse ones: these are the
+ * value at the last tick plus the time since.  The line may be behind the
+ * kernel by up to the bound, so right after a tick it can be below the
+ * coarse clocks the page publishes (and gettimeofday()'s second below
+ * time()'s): hold it at MONOTONIC_COARSE until it passes it, REALTIME at
+ * the same instant on the wall clock (the line's REALTIME base is its
+ * MONOTONIC base less the kernel's wall_to_monotonic, with the same
+ * fraction).  Not at REALTIME_COARSE: before Linux 6.15 that steps back
+ * by a microsecond or so on an NTP frequency change, and the module holds
+ * MONOTONIC_COARSE against it; so neither result ever steps back but for
+ * a step of REALTIME itself, and REALTIME_COARSE, the held value less the
+ * same offset or less, is never above it.
  */
 static ALWAYS_INLINE enum read_result
 not_below_coarse(const struct pvread_header *h, const clockid_t clock,
 		 int64_t *sec, uint64_t *ns)
 {
-	const struct pvread_clock_base *c =
-		&h->tk.base[clock == CLOCK_MONOTONIC ? CLOCK_MONOTONIC_COARSE :
-						       CLOCK_REALTIME_COARSE];
-	int64_t csec = LOAD(c->sec);
-	uint64_t cns = LOAD(c->snsec);
+	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
+	const struct pvread_clock_base *m, *r;
+	int64_t csec = LOAD(c->sec), cns = (int64_t)LOAD(c->snsec);
 
-	if (unlikely(cns >= NSEC_PER_SEC))
+	if (unlikely((uint64_t)cns >= NSEC_PER_SEC))
 		return READ_NO_INVALID;
-	/* ns may exceed a second (set_ts() normalises) */
-	if ((*sec - csec) * NSEC_PER_SEC + (int64_t)(*ns - cns) < 0) {
+	if (clock == CLOCK_REALTIME) {
+		m = &h->line.base[CLOCK_MONOTONIC];
+		r = &h->line.base[CLOCK_REALTIME];
+		csec -= LOAD(m->sec) - LOAD(r->sec);
+		cns -= (int64_t)(LOAD(m->snsec) >> 32) -
+		       (int64_t)(LOAD(r->snsec) >> 32);
+	}
+	/* ns may exceed a second (set_ts() normalises); cns within +-2 s */
+	if ((*sec - csec) * NSEC_PER_SEC + (int64_t)*ns - cns < 0) {
+		while (cns < 0) {
+			cns += NSEC_PER_SEC;
+			csec--;
+		}
 		*sec = csec;
-		*ns = cns;
+		*ns = (uint64_t)cns;
 	}
 	return READ_OK;
 }

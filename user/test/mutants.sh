@@ -36,6 +36,8 @@ MUTANTS=(
     "timens-floors-not-moved|src/pvread.c|s{\t\tatomic_store\(&floors\[c\].ns, f\);}{\t\t\(void\)f;}s"
     "stuck-writer-not-remembered|src/pvread.c|s{\t\tif \(seq & 1\)\n\t\t\tatomic_store_explicit\(&stuck_seq, seq,\n\t\t\t\t\t      memory_order_relaxed\);}{\t\t\(void\)seq;}s"
     "tolerance-accepts-hex|src/pvread.c|s{\t\tif \(digit > 9 \|\| }{\t\tif \(\(digit > 9 && 0\) \|\| }s"
+    "line-not-held-at-coarse|src/pvread.c|s{\t\t\tr = not_below_coarse\(h, clock, &sec, &ns\);}{\t\t\t;}s"
+    "realtime-held-at-monotonic-coarse|src/pvread.c|s{\tif \(clock == CLOCK_REALTIME\) \{\n\t\tm = &h->line}{\tif \(0\) \{\n\t\tm = &h->line}s"
     "tk-overflow-not-checked|src/arith.h|s{\tif \(__builtin_mul_overflow\(delta, mult, &p\) \|\|\n\t    __builtin_add_overflow\(p, snsec, out\)\)\n\t\treturn -1;}{\t*out = snsec + delta * mult;\n\t\(void\)p;}s"
     "line-base-past-second-accepted|src/arith.h|s{ \|\|\n\t    snsec >= PVREAD_ARITH_NSEC_PER_SEC << 32\)}{\)}s"
 )

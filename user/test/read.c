@@ -802,6 +802,23 @@ static int line_below_coarse(void)
 	printf("# line 5000.5 s, coarse 5001.25 s: %ld wrong of 40000, %llu fast\n",
 	       bad, (unsigned long long)(st1.fast - st0.fast));
 	bad += st1.fast - st0.fast < 30000;
+	/*
+	 * The wall clock 1.7e9 s past MONOTONIC (the line's REALTIME base
+	 * that far above its MONOTONIC one, REALTIME_COARSE too): REALTIME
+	 * is held at MONOTONIC_COARSE's instant on the wall clock.
+	 */
+	synthetic_write_begin(&page);
+	page.hdr->line.base[CLOCK_REALTIME].sec += 1700000000;
+	page.hdr->tk.base[CLOCK_REALTIME_COARSE].sec += 1700000000;
+	synthetic_write_end(&page);
+	for (i = 0; i < 1000; i++) {
+		pvread_clock_gettime(CLOCK_REALTIME, &ts);
+		bad += ts.tv_sec != 1700005001 || ts.tv_nsec != 250000000;
+		pvread_gettimeofday(&tv, NULL);
+		bad += tv.tv_sec < pvread_time(NULL);
+	}
+	printf("# wall clock 1.7e9 s on: REALTIME %lld.%09ld\n",
+	       (long long)ts.tv_sec, ts.tv_nsec);
 	/* the line past the coarse clocks again: the line's value */
 	write_line(__rdtsc(), page.tsc_hz, 0, 0, 0, 0, 5002, half);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
