@@ -1,57 +1,36 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * libpvread-preload.so: LD_PRELOAD it and clock_gettime(), gettimeofday()
- * and time() of an unmodified program are libpvread's.  What libpvread
- * cannot answer goes to the next definition (libc's, with its vDSO), found
- * once at load time; before that, to the system call itself.
+ * libpvread-preload.so: LD_PRELOAD it and an unmodified program's
+ * clock_gettime(), gettimeofday(), time(), timespec_get() and ftime() --
+ * every libc entry point that reads the clock (nm -D of libc.so.6, glibc
+ * 2.36) -- are libpvread's.  What libpvread cannot answer is the kernel's
+ * (kernel.c), never the next definition of the name.
+ *
+ * The shim exports libpvread's own pvread_*() at libpvread.so.2's symbol
+ * versions (the same version script): a program linked with libpvread.so.2
+ * that runs with the shim preloaded binds both to the shim, one state.
+ *
+ * Not interposed: ntp_gettime() and ntp_gettimex() (adjtimex(2), which also
+ * reports the kernel's NTP state: a clock read would not be the same
+ * answer); glibc's internal __clock_gettime@GLIBC_PRIVATE, which programs
+ * cannot link against and libc calls directly.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <errno.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <sys/time.h>
+#include <time.h>
 
 #include "pvread.h"
-#include "preload.h"
+
+/* <sys/timeb.h> is deprecated; its struct, as glibc defines it. */
+struct timeb {
+	time_t time;
+	unsigned short int millitm;
+	short int timezone;
+	short int dstflag;
+};
 
 #define EXPORT __attribute__((visibility("default")))
-
-typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
-typedef int (*gettimeofday_fn)(struct timeval *, void *);
-
-static clock_gettime_fn next_clock_gettime;
-static gettimeofday_fn next_gettimeofday;
-
-/* dlsym() is not async-signal-safe: resolve before main(), not in a read. */
-__attribute__((constructor)) static void find_next(void)
-{
-	__atomic_store_n(&next_clock_gettime,
-			 (clock_gettime_fn)dlsym(RTLD_NEXT, "clock_gettime"),
-			 __ATOMIC_RELEASE);
-	__atomic_store_n(&next_gettimeofday,
-			 (gettimeofday_fn)dlsym(RTLD_NEXT, "gettimeofday"),
-			 __ATOMIC_RELEASE);
-}
-
-int pvread_next_clock_gettime(clockid_t clock, struct timespec *ts)
-{
-	clock_gettime_fn f = __atomic_load_n(&next_clock_gettime,
-					     __ATOMIC_ACQUIRE);
-
-	if (f)
-		return f(clock, ts);
-	return (int)syscall(SYS_clock_gettime, clock, ts);
-}
-
-int pvread_next_gettimeofday(struct timeval *tv, void *tz)
-{
-	gettimeofday_fn f = __atomic_load_n(&next_gettimeofday,
-					    __ATOMIC_ACQUIRE);
-
-	if (f)
-		return f(tv, tz);
-	return (int)syscall(SYS_gettimeofday, tv, tz);
-}
 
 EXPORT int clock_gettime(clockid_t clock, struct timespec *ts)
 {
@@ -63,7 +42,41 @@ EXPORT int gettimeofday(struct timeval *restrict tv, void *restrict tz)
 	return pvread_gettimeofday(tv, tz);
 }
 
+/* An alias of gettimeofday() that glibc exports at a public version. */
+EXPORT int __gettimeofday(struct timeval *restrict tv, void *restrict tz)
+{
+	return pvread_gettimeofday(tv, tz);
+}
+
 EXPORT time_t time(time_t *t)
 {
 	return pvread_time(t);
+}
+
+/*
+ * C11's: TIME_UTC is CLOCK_REALTIME.  A base this libc may know and the
+ * shim does not (C23's TIME_MONOTONIC, ...) is libc's, as it defines it.
+ */
+EXPORT int timespec_get(struct timespec *ts, int base)
+{
+	int (*next)(struct timespec *, int);
+
+	if (base == TIME_UTC)
+		return pvread_clock_gettime(CLOCK_REALTIME, ts) ? 0 : base;
+	*(void **)&next = dlsym(RTLD_NEXT, "timespec_get");
+	return next ? next(ts, base) : 0;
+}
+
+/* As glibc's: CLOCK_REALTIME in ms, no time zone. */
+EXPORT int ftime(struct timeb *tp)
+{
+	struct timespec ts;
+
+	if (pvread_clock_gettime(CLOCK_REALTIME, &ts))
+		return -1;
+	tp->time = ts.tv_sec;
+	tp->millitm = (unsigned short int)(ts.tv_nsec / 1000000);
+	tp->timezone = 0;
+	tp->dstflag = 0;
+	return 0;
 }

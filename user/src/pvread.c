@@ -23,19 +23,7 @@
 
 #include "pvread.h"
 #include "arith.h"
-
-/*
- * The answer when the page cannot give one.  The preload shim interposes
- * the libc names themselves, so it routes these to the next definition.
- */
-#ifdef PVREAD_PRELOAD
-#include "preload.h"
-#define libc_clock_gettime	pvread_next_clock_gettime
-#define libc_gettimeofday	pvread_next_gettimeofday
-#else
-#define libc_clock_gettime	clock_gettime
-#define libc_gettimeofday	gettimeofday
-#endif
+#include "internal.h"
 
 #define NSEC_PER_SEC 1000000000LL
 #define PVREAD_PVCLOCK_TSC_STABLE 0x01	/* Xen's PVCLOCK_TSC_STABLE_BIT */
@@ -925,7 +913,7 @@ int slow_clock_gettime(clockid_t clock, struct timespec *ts,
 
 	stats.slow++;
 	stats.slow_by_reason[why]++;
-	ret = libc_clock_gettime(clock, ts);
+	ret = pvread_kernel_clock_gettime(clock, ts);
 	if (ret || !never_back(clock))
 		return ret;
 	if (clock != CLOCK_MONOTONIC_COARSE &&
@@ -1063,7 +1051,7 @@ int pvread_gettimeofday(struct timeval *tv, void *tz)
 	struct timespec ts;
 
 	if (tz || !tv)
-		return libc_gettimeofday(tv, tz);
+		return pvread_kernel_gettimeofday(tv, tz);
 	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	tv->tv_sec = ts.tv_sec;
 	tv->tv_usec = ts.tv_nsec / 1000;

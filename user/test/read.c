@@ -1103,26 +1103,33 @@ static int stable_line_stable(void)
 }
 
 /*
- * libc's clock_gettime, as the library calls it for its answers: a thread
- * that sets hold_after_libc stops right after the kernel answered, as if
- * preempted there, until the test lets it go.  Everything else passes.
+ * The kernel's answer, in place of the library's kernel.c (this program
+ * links libpvread.a, whose member of that name the linker then leaves
+ * out): a thread that sets hold_after_libc stops right after the kernel
+ * answered, as if preempted there, until the test lets it go.
  */
 static __thread bool hold_after_libc;
 
-int clock_gettime(clockid_t clock, struct timespec *ts)
+int pvread_kernel_clock_gettime(clockid_t clock, struct timespec *ts)
 {
-	static int (*libc)(clockid_t, struct timespec *);
-	int ret;
+	int ret = (int)syscall(SYS_clock_gettime, clock, ts);
 
-	if (!libc)
-		*(void **)&libc = dlsym(RTLD_NEXT, "clock_gettime");
-	ret = libc(clock, ts);
 	if (hold_after_libc) {
 		hold_after_libc = false;
 		sem_post(&held);
 		sem_wait(&go_on);
 	}
 	return ret;
+}
+
+int pvread_kernel_gettimeofday(struct timeval *tv, void *tz)
+{
+	return (int)syscall(SYS_gettimeofday, tv, tz);
+}
+
+int pvread_kernel_has_vdso(void)
+{
+	return 0;
 }
 
 static void *seeding_reader(void *arg)

@@ -6,7 +6,8 @@
  *   timeloop [-c [-e]] CALL N
  *
  * CALL: gettimeofday, time, clock_gettime (CLOCK_MONOTONIC), boottime or
- * monotonic_raw (clock_gettime of those clocks).  N calls, then the last
+ * monotonic_raw (clock_gettime of those clocks), timespec_get (TIME_UTC)
+ * or ftime.  N calls, then the last
  * value.  -c: also bracket a read every 1024 by two raw system calls and
  * count those outside, and steps back (exit 1 if any).  -e: a reading may
  * lie outside by the error bound a preloaded libpvread publishes
@@ -89,7 +90,18 @@ static const struct {
 	{ "time", CLOCK_REALTIME_COARSE },
 	{ "boottime", CLOCK_BOOTTIME },
 	{ "monotonic_raw", CLOCK_MONOTONIC_RAW },
+	{ "timespec_get", CLOCK_REALTIME },
+	{ "ftime", CLOCK_REALTIME },
 };
+
+/* <sys/timeb.h> is deprecated, and ftime() with it; glibc 2.36 has both. */
+struct timeb {
+	time_t time;
+	unsigned short int millitm;
+	short int timezone;
+	short int dstflag;
+};
+int ftime(struct timeb *tp);
 
 int main(int argc, char **argv)
 {
@@ -137,13 +149,24 @@ int main(int argc, char **argv)
 		case 2:
 			v = time(NULL) * 1000000000LL;
 			break;
+		case 5:
+			timespec_get(&ts, TIME_UTC);
+			v = ts.tv_sec * 1000000000LL + ts.tv_nsec;
+			break;
+		case 6: {
+			struct timeb tb;
+
+			ftime(&tb);
+			v = tb.time * 1000000000LL + tb.millitm * 1000000LL;
+			break;
+		}
 		default:
 			clock_gettime(clock, &ts);
 			v = ts.tv_sec * 1000000000LL + ts.tv_nsec;
 			break;
 		}
-		/* gettimeofday and time truncate: only the fine clocks */
-		if (kind != 0 && kind != 2 && v < prev)
+		/* gettimeofday, time and ftime truncate: the fine clocks */
+		if (kind != 0 && kind != 2 && kind != 6 && v < prev)
 			backwards++;
 		prev = v;
 		if (!bracket)
@@ -152,11 +175,13 @@ int main(int argc, char **argv)
 		if (with_bound && published_bound() > slack)
 			slack = published_bound();
 		checked++;
-		/* gettimeofday and time truncate: compare at their resolution */
+		/* gettimeofday, time, ftime truncate: at their resolution */
 		if (kind == 0)
 			before -= before % 1000;
 		if (kind == 2)
 			before -= before % 1000000000LL;
+		if (kind == 6)
+			before -= before % 1000000LL;
 		if (before - v > worst)
 			worst = before - v;
 		if (v - after > worst)
@@ -175,6 +200,6 @@ int main(int argc, char **argv)
 	print_pvread_stats();
 	return check && (outside || backwards);
 usage:
-	fprintf(stderr, "usage: timeloop [-c [-e]] gettimeofday|clock_gettime|time|boottime|monotonic_raw N\n");
+	fprintf(stderr, "usage: timeloop [-c [-e]] gettimeofday|clock_gettime|time|boottime|monotonic_raw|timespec_get|ftime N\n");
 	return 2;
 }
