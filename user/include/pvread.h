@@ -124,6 +124,9 @@ struct pvread_sample {
 	uint32_t version;	/* of the record that was read */
 };
 PVREAD_API int pvread_sample_pvclock(struct pvread_sample *sample);
+/* The same into the first @size bytes, as pvread_get_stats_size(). */
+PVREAD_API int pvread_sample_pvclock_size(struct pvread_sample *sample,
+					  size_t size);
 
 /* Why a read was answered by libc's clock_gettime. */
 enum pvread_slow_reason {
@@ -135,7 +138,9 @@ enum pvread_slow_reason {
 	PVREAD_SLOW_DELTA,	/* too long since the last update to convert */
 	PVREAD_SLOW_BUSY,	/* an update in progress did not finish in time */
 	PVREAD_SLOW_RETRIES,	/* updates that completed spoilt every attempt */
-	PVREAD_SLOW_SEED,	/* entering per-CPU mode: the floor from the kernel */
+	PVREAD_SLOW_SEED,	/* a clock's first fast reading after readings in
+				 * another mode: the kernel's answer, lifted
+				 * towards the line, seeds its floor */
 	PVREAD_SLOW_RDTSCP,	/* per-CPU mode, and the CPU does not offer rdtscp */
 	PVREAD_SLOW_TIMENS,	/* a time namespace whose offsets could not be read */
 	PVREAD_SLOW_STUCK,	/* an update that did not finish before still has not */
@@ -143,15 +148,32 @@ enum pvread_slow_reason {
 	PVREAD_SLOW_NR_REASONS = 16
 };
 
-/* Per-thread counters of how reads were answered. */
+/*
+ * Per-thread counters of how reads were answered, written only when a read
+ * leaves the fast path: a read answered from the page writes nothing (a
+ * count would cost every read a thread-local write), so the reads of a
+ * thread that the kernel did not answer are its reads less "slow".
+ * pvread_get_stats() fills the struct as libpvread 0.2 defined it;
+ * pvread_get_stats_size() the first @size bytes (sizeof(*stats) as the
+ * caller was compiled), zeroing fields the library does not know: 0, or -1
+ * with errno EINVAL if @size does not hold "slow".
+ */
 struct pvread_stats {
-	uint64_t fast;		/* answered from the page */
-	uint64_t slow;		/* answered by libc's clock_gettime */
+	uint64_t fast;		/* 0 since libpvread 0.3: see above */
+	uint64_t slow;		/* answered by the kernel (vDSO or system call) */
 	uint64_t retries;	/* record or header changed during a read */
 	uint64_t clamped;	/* raised to a value already returned */
 	uint64_t slow_by_reason[PVREAD_SLOW_NR_REASONS];	/* sum: slow */
+	/* libpvread 0.3 */
+	uint64_t lifted;	/* fallbacks raised towards the line (pvread(3)) */
+	uint64_t lifted_beyond;	/* of those, to the line, more than the
+				 * tolerance above the kernel's answer: the
+				 * line this process may have returned */
+	uint64_t lift_capped;	/* of those, held at the kernel's answer plus
+				 * the tolerance, below the line */
 };
 PVREAD_API void pvread_get_stats(struct pvread_stats *stats);
+PVREAD_API int pvread_get_stats_size(struct pvread_stats *stats, size_t size);
 
 /* A short name for @reason ("bound", "busy", ...); "?" for an unknown one. */
 PVREAD_API const char *pvread_slow_reason_name(unsigned int reason);

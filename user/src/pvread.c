@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <cpuid.h>
 #include <x86intrin.h>
@@ -68,18 +70,14 @@ struct mapping {
 
 enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT };
 
-/* Written once by the thread that wins MAP_UNTRIED -> MAP_BUSY. */
-static struct mapping the_map;
-static _Atomic int map_state = MAP_UNTRIED;
-
 /*
  * Per-process floors of the clocks that must never go back, a cache line
  * each: a per-CPU or fallback read of one clock writes its floor, and
  * must not take the line from readers of another.
  */
-static struct floor {
+struct floor {
 	_Atomic int64_t ns;
-} __attribute__((aligned(64))) floors[PVREAD_NR_CLOCK_BASES];
+} __attribute__((aligned(64)));
 _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
 
 /*
@@ -90,39 +88,75 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
  *
  * MODE_SEEN_SEEDING: a thread is taking the kernel's answer as the floor
  * (enter_mode()); until it notes the new mode, every read of the clock is
- * libc's, which raises the floor, so that no stable or line reading can be
- * returned after that answer and stay above the floor.
- * MODE_SEEN_UNKNOWN: the next fast reading seeds, whatever its mode (a
- * child of fork() whose parent was seeding).
+ * the kernel's, which raises the floor, so that no stable or line reading
+ * can be returned after that answer and stay above the floor.
  */
 #define MODE_SEEN_SEEDING 0x100
-#define MODE_SEEN_UNKNOWN 0x101
-static _Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
+#define MODE_SEEN_HOLDING 0x101	/* see slow_clock_gettime() */
+
+/* Records whose update did not complete, remembered: a few suffice. */
+#define NR_STUCK_RECORDS 16
 
 /*
- * This process has returned readings of the page's line: from then on a
- * fallback answer is lifted to the line (see not_below_line()).  Set once.
+ * Everything this process knows, in a page the kernel zeroes in every
+ * child it makes without sharing memory (MADV_WIPEONFORK): fork(),
+ * _Fork(), clone() without CLONE_VM.  Such a child can be in another time
+ * namespace (unshare(CLONE_NEWTIME) puts the children made after it
+ * there), may have none of the threads that were mapping or seeding, and
+ * starts as a process that has read nothing: it maps again (the page it
+ * inherited, without opening the device) and reads its own offsets.  A
+ * child sharing memory (vfork(), CLONE_VM) is always in its parent's time
+ * namespace: the kernel refuses to make it in another.
  */
-static _Atomic bool line_used;
+struct process {
+	_Atomic int map_state;
+	/* Written by the thread that wins MAP_UNTRIED -> MAP_BUSY. */
+	struct mapping map;
+	/*
+	 * This process has returned readings of the page's line: from then
+	 * on a fallback answer is lifted towards the line (see
+	 * not_below_line()).  Set once.
+	 */
+	_Atomic bool line_used;
+	/*
+	 * The seq of a header update that did not complete within
+	 * MAX_WAIT_TSC: while the header still says it, reads fall back at
+	 * once instead of waiting again.  0: none (a seq being written is
+	 * odd).  The same for records: index << 32 | version, by index.
+	 */
+	_Atomic uint32_t stuck_seq;
+	_Atomic uint64_t stuck_record[NR_STUCK_RECORDS];
+	_Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
+	struct floor floors[PVREAD_NR_CLOCK_BASES];
+};
+
+/* This process's page; made at the first call, then only read. */
+static struct process *_Atomic the_process;
 
 /*
- * The seq of a header update that did not complete within MAX_WAIT_TSC:
- * while the header still says it, reads fall back at once instead of
- * waiting again.  0: none (a seq being written is odd).
+ * The page this process adopted, which its children inherit mapped (the
+ * device's mapping is shared, a page given to pvread_use_page() stays):
+ * they adopt it again.
  */
-static _Atomic uint32_t stuck_seq;
+static const void *_Atomic adopted_page;
+static _Atomic size_t adopted_size;
 
-static __thread struct pvread_stats stats
-	__attribute__((tls_model("initial-exec")));
+/*
+ * How reads were answered, per thread, written only on the slow path: the
+ * default TLS model, which a library loaded by dlopen() may use (the
+ * initial-exec one takes from a reserve glibc sizes at start).
+ */
+static __thread struct pvread_stats stats;
 
 /*
  * PVREAD_MAX_ERROR_NS: decimal digits only, at most 2^64 - 1.  Anything
- * else (a sign, a space, hex, an overflow) is a mistake: the default, and
- * one line on stderr -- the first call maps the page once per process.
+ * else (a sign, a space, hex, an overflow) is a mistake: the default
+ * (pvread_get_info() says which tolerance is in force; a library prints
+ * nothing unasked).  Not in a set-user-ID program: secure_getenv().
  */
 static uint64_t tolerance_from_env(void)
 {
-	const char *s = getenv("PVREAD_MAX_ERROR_NS");
+	const char *s = secure_getenv("PVREAD_MAX_ERROR_NS");
 	const char *c;
 	uint64_t v = 0;
 
@@ -131,12 +165,8 @@ static uint64_t tolerance_from_env(void)
 	for (c = s; *c; c++) {
 		unsigned int digit = (unsigned int)(*c - '0');
 
-		if (digit > 9 || v > (UINT64_MAX - digit) / 10) {
-			fprintf(stderr,
-				"libpvread: PVREAD_MAX_ERROR_NS=\"%s\" is not a number of ns (decimal digits): using %llu\n",
-				s, (unsigned long long)DEFAULT_TOLERANCE_NS);
+		if (digit > 9 || v > (UINT64_MAX - digit) / 10)
 			return DEFAULT_TOLERANCE_NS;
-		}
 		v = v * 10 + digit;
 	}
 	return v;
@@ -180,39 +210,81 @@ static bool timens_line(char **p, struct timens *ns)
 }
 
 /*
+ * The library's own system calls: syscall(2), which is no cancellation
+ * point, where libc's open(), read() and close() are (POSIX does not let
+ * clock_gettime() be one, and a cancel in the middle would leave the
+ * mapping half made).
+ */
+static int sys_open(const char *path, int flags)
+{
+	return (int)syscall(SYS_openat, AT_FDCWD, path, flags | O_CLOEXEC);
+}
+
+static ssize_t sys_read(int fd, void *buf, size_t len)
+{
+	return syscall(SYS_read, fd, buf, len);
+}
+
+static void sys_close(int fd)
+{
+	syscall(SYS_close, fd);
+}
+
+/*
+ * Is this process in the time namespace its children are made in?  Then
+ * /proc/self/timens_offsets, which shows the children's, shows its own.
+ * After unshare(CLONE_NEWTIME) it is not, until it exits: its own offsets
+ * are then shown nowhere.  A kernel without time namespaces has neither
+ * link (1); any other failure: not known (0).
+ */
+static int own_timens_is_childrens(void)
+{
+	char own[64], children[64];
+	ssize_t a, b;
+
+	a = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/ns/time", own,
+		    sizeof(own));
+	b = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/ns/time_for_children",
+		    children, sizeof(children));
+	if (a < 0 && b < 0 && errno == ENOENT)
+		return 1;
+	return a > 0 && a == b && a < (ssize_t)sizeof(own) &&
+	       !memcmp(own, children, (size_t)a);
+}
+
+/*
  * This process's time namespace offsets, from /proc/self/timens_offsets.
  * A kernel without time namespaces has no such file in a mounted /proc: no
- * offsets.  Any other failure (no /proc here) leaves them unknown, and the
- * clocks they shift to libc.
+ * offsets.  Any other failure (no /proc here), and a process whose
+ * children go to another namespace, leave them unknown, and the clocks
+ * they shift to the kernel.  The offsets first, the namespaces after:
+ * unshare(CLONE_NEWTIME) cannot be undone, so namespaces that agree after
+ * the read agreed during it.
  */
 static void read_timens(struct timens *ns)
 {
 	char buf[256], *p = buf;
 	ssize_t n = -1;
-	int fd, saved_errno = errno;
+	int fd;
 
 	*ns = (struct timens){ .unknown = true };
-	fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
+	fd = sys_open("/proc/self/timens_offsets", O_RDONLY);
 	if (fd < 0) {
 		ns->unknown = errno != ENOENT ||
 			      access("/proc/self/stat", F_OK) != 0;
-		errno = saved_errno;
 		return;
 	}
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	errno = saved_errno;
+	n = sys_read(fd, buf, sizeof(buf) - 1);
+	sys_close(fd);
 	if (n <= 0 || n == sizeof(buf) - 1)
 		return;
 	buf[n] = 0;
 	while (*p)
 		if (!timens_line(&p, ns)) {
 			*ns = (struct timens){ .unknown = true };
-			errno = saved_errno;
 			return;
 		}
-	errno = saved_errno;
-	ns->unknown = false;
+	ns->unknown = !own_timens_is_childrens();
 }
 
 /*
@@ -247,6 +319,8 @@ static bool adopt_page(struct mapping *m, const void *p, size_t size)
 	m->tolerance_ns = tolerance_from_env();
 	m->rdtscp = have_rdtscp();
 	read_timens(&m->ns);
+	atomic_store(&adopted_size, size);
+	atomic_store(&adopted_page, p);
 	return true;
 }
 
@@ -256,7 +330,7 @@ static bool map_device(struct mapping *m)
 	void *p;
 	int fd;
 
-	fd = open(PVREAD_DEVICE, O_RDONLY | O_CLOEXEC);
+	fd = sys_open(PVREAD_DEVICE, O_RDONLY);
 	if (fd < 0)
 		return false;
 	/* The header says how much there is to map. */
@@ -273,96 +347,155 @@ static bool map_device(struct mapping *m)
 		munmap(p, size);
 		goto fail;
 	}
-	close(fd);
+	sys_close(fd);
 	return true;
 fail:
-	close(fd);
+	sys_close(fd);
 	return false;
 }
 
-/* The first call: map the device, unless another thread is doing it. */
-static __attribute__((noinline, cold)) const struct mapping *first_map(void)
+/*
+ * This process's page, made at its first call (of any thread: the loser
+ * of a race gives its page back).  NULL if there is no memory for it.  A
+ * kernel without MADV_WIPEONFORK (before 4.14; no time namespaces there)
+ * leaves the page to the fork() handler below; _Fork() and clone()
+ * children then inherit their parent's state, in the same namespace.
+ */
+static __attribute__((noinline, cold)) struct process *make_process(void)
 {
-	int state = MAP_UNTRIED;
-	int saved_errno;
+	struct process *p, *none = NULL;
+	size_t size = (sizeof(*p) + 4095) & ~(size_t)4095;
+	int saved_errno = errno;
 
-	if (!atomic_compare_exchange_strong(&map_state, &state, MAP_BUSY))
-		return state == MAP_READY ? &the_map : NULL;
-	saved_errno = errno;
-	state = map_device(&the_map) ? MAP_READY : MAP_ABSENT;
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		errno = saved_errno;
+		return NULL;
+	}
+	madvise(p, size, MADV_WIPEONFORK);
+	if (!atomic_compare_exchange_strong(&the_process, &none, p)) {
+		munmap(p, size);
+		p = none;
+	}
 	errno = saved_errno;
-	atomic_store_explicit(&map_state, state, memory_order_release);
-	return state == MAP_READY ? &the_map : NULL;
+	return p;
 }
 
-/* The mapping, or NULL while it is absent or being made by someone else. */
-static ALWAYS_INLINE const struct mapping *get_map(void)
+/*
+ * Take this process's mapping from MAP_UNTRIED to MAP_BUSY, and back to
+ * @state after @make; with every signal blocked, so that no handler can
+ * siglongjmp() out of the middle, and with system calls that are no
+ * cancellation points.  False if another thread did it first.
+ */
+static bool make_mapping(struct process *p,
+			 bool (*make)(struct mapping *, const void *, size_t),
+			 const void *page, size_t size, bool *made)
 {
-	int state = atomic_load_explicit(&map_state, memory_order_acquire);
+	int state = MAP_UNTRIED, saved_errno = errno;
+	sigset_t all, old;
 
-	if (likely(state == MAP_READY))
-		return &the_map;
-	if (state != MAP_UNTRIED)
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (!atomic_compare_exchange_strong(&p->map_state, &state, MAP_BUSY)) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		return false;
+	}
+	*made = make(&p->map, page, size);
+	atomic_store_explicit(&p->map_state, *made ? MAP_READY : MAP_ABSENT,
+			      memory_order_release);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved_errno;
+	return true;
+}
+
+/* The page this process's parent adopted, else the device's. */
+static bool map_inherited_or_device(struct mapping *m, const void *page,
+				    size_t size)
+{
+	(void)page;
+	(void)size;
+	page = atomic_load(&adopted_page);
+	if (page && adopt_page(m, page, atomic_load(&adopted_size)))
+		return true;
+	return map_device(m);
+}
+
+/* The first call: map, unless another thread is doing it. */
+static __attribute__((noinline, cold)) struct process *first_map(void)
+{
+	struct process *p = atomic_load(&the_process);
+	bool made;
+
+	if (!p)
+		p = make_process();
+	if (!p)
+		return NULL;
+	if (!make_mapping(p, map_inherited_or_device, NULL, 0, &made))
+		made = atomic_load_explicit(&p->map_state,
+					    memory_order_acquire) == MAP_READY;
+	return made ? p : NULL;
+}
+
+/*
+ * This process and its mapping, or NULL while the mapping is absent or
+ * being made by another thread.
+ */
+static ALWAYS_INLINE struct process *get_process(void)
+{
+	struct process *p = atomic_load_explicit(&the_process,
+						 memory_order_acquire);
+
+	if (likely(p) && likely(atomic_load_explicit(&p->map_state,
+						     memory_order_acquire) ==
+				MAP_READY))
+		return p;
+	if (p && atomic_load_explicit(&p->map_state, memory_order_relaxed) !=
+		 MAP_UNTRIED)
 		return NULL;
 	return first_map();
 }
 
+static bool adopt_given_page(struct mapping *m, const void *page, size_t size)
+{
+	return page && adopt_page(m, page, size);
+}
+
 int pvread_use_page(const void *page, size_t size)
 {
-	int state = MAP_UNTRIED;
+	struct process *p = atomic_load(&the_process);
+	bool made;
 
-	if (!atomic_compare_exchange_strong(&map_state, &state, MAP_BUSY)) {
+	if (!p)
+		p = make_process();
+	if (!p) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (!make_mapping(p, adopt_given_page, page, size, &made)) {
 		errno = EBUSY;
 		return -1;
 	}
-	if (!page || !adopt_page(&the_map, page, size)) {
-		atomic_store_explicit(&map_state, MAP_UNTRIED,
+	if (!made) {
+		/* Not chosen: a later call may give a page, or map the device. */
+		atomic_store_explicit(&p->map_state, MAP_UNTRIED,
 				      memory_order_release);
 		errno = EINVAL;
 		return -1;
 	}
-	atomic_store_explicit(&map_state, MAP_READY, memory_order_release);
 	return 0;
 }
 
 /*
- * In a child of fork(): only the forking thread is here.  A mapping another
- * thread was making never completes: make it again.  The child may be in
- * another time namespace (unshare(CLONE_NEWTIME) places the children made
- * after it there): take its offsets, and move the floors, which hold
- * readings in the parent's namespace, by the difference -- or clear them
- * where either side's offsets are unknown (libc answers there).
+ * A child of fork() where MADV_WIPEONFORK did not zero the page: zero it
+ * (it is the child's only thread).  Where it did, this finds it zero.
  */
 static void pvread_atfork_child(void)
 {
-	int state = MAP_BUSY;
-	struct timens was = the_map.ns;
-	clockid_t c;
+	struct process *p = atomic_load(&the_process);
 
-	atomic_compare_exchange_strong(&map_state, &state, MAP_UNTRIED);
-	for (c = 0; c < PVREAD_NR_CLOCK_BASES; c++) {
-		/* A seeding thread of the parent's is not here to finish. */
-		uint32_t seeding = MODE_SEEN_SEEDING;
-
-		atomic_compare_exchange_strong(&mode_seen[c], &seeding,
-					       MODE_SEEN_UNKNOWN);
-	}
-	if (state == MAP_READY)
-		read_timens(&the_map.ns);
-	else
-		was.unknown = true;	/* the floors hold libc's answers */
-	for (c = 0; c < PVREAD_NR_CLOCK_BASES; c++) {
-		int64_t f = atomic_load(&floors[c].ns);
-
-		if (!timens_shifts(c) || !f)
-			continue;
-		if (was.unknown || the_map.ns.unknown)
-			f = 0;
-		else
-			f += (the_map.ns.sec[c] - was.sec[c]) * NSEC_PER_SEC +
-			     the_map.ns.nsec[c] - was.nsec[c];
-		atomic_store(&floors[c].ns, f);
-	}
+	if (p)
+		memset(p, 0, sizeof(*p));
 }
 
 __attribute__((constructor)) static void pvread_init(void)
@@ -419,15 +552,50 @@ static ALWAYS_INLINE uint64_t tsc_ordered(const struct mapping *m)
 	return __rdtsc();
 }
 
+/* Did record @cpu's update to @version (odd) not complete before? */
+static inline bool record_stuck(struct process *p, uint32_t cpu,
+				uint32_t version)
+{
+	return atomic_load_explicit(&p->stuck_record[cpu % NR_STUCK_RECORDS],
+				    memory_order_relaxed) ==
+	       ((uint64_t)cpu << 32 | version);
+}
+
+/*
+ * An update did not complete within MAX_WAIT_TSC: remember the header's
+ * seq if it is odd, and every record that is, so that later reads fall
+ * back at once while they stay so.
+ */
+static __attribute__((cold)) void remember_stuck(struct process *p)
+{
+	const struct mapping *m = &p->map;
+	uint32_t seq = LOAD(m->hdr->seq), cpu, version;
+
+	if (seq & 1)
+		atomic_store_explicit(&p->stuck_seq, seq, memory_order_relaxed);
+	for (cpu = 0; cpu < m->nr_records; cpu++) {
+		const struct pvread_record *r = (const void *)
+			(m->records + (size_t)cpu * m->stride);
+
+		version = LOAD(r->pvclock.version);
+		if (version & 1)
+			atomic_store_explicit(
+				&p->stuck_record[cpu % NR_STUCK_RECORDS],
+				(uint64_t)cpu << 32 | version,
+				memory_order_relaxed);
+	}
+}
+
 /*
  * The "xen" clocksource's cycles now, from the record that describes this
  * CPU's TSC: in per-CPU mode rdtscp names the CPU in the same instruction
  * that reads the TSC.
  */
-static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
+static ALWAYS_INLINE enum read_result read_cycles(struct process *p,
 					   uint32_t mode,
 					   struct pvread_sample *s)
 {
+	const struct mapping *m = &p->map;
 	const struct pvread_record *r;
 	uint64_t tsc_timestamp, system_time;
 	uint32_t version, mul, aux, cpu;
@@ -473,7 +641,7 @@ static ALWAYS_INLINE enum read_result read_cycles(const struct mapping *m,
 	flags = LOAD(r->pvclock.flags);
 	RMB();
 	if (version & 1)
-		return READ_BUSY;
+		return record_stuck(p, cpu, version) ? READ_NO_STUCK : READ_BUSY;
 	if (LOAD(r->pvclock.version) != version)
 		return READ_RETRY;
 	if (unlikely(!pvread_pvclock_shift_ok(shift)))
@@ -570,20 +738,20 @@ static ALWAYS_INLINE enum read_result read_line(const struct pvread_line *l,
 }
 
 /* The record's cycles through the timekeeper's conversion. */
-static ALWAYS_INLINE enum read_result read_records(const struct mapping *m,
+static ALWAYS_INLINE enum read_result read_records(struct process *p,
 						   uint32_t mode,
 						   const clockid_t clock,
 						   uint64_t snsec,
 						   uint64_t *ns)
 {
-	const struct pvread_timekeeper *tk = &m->hdr->tk;
+	const struct pvread_timekeeper *tk = &p->map.hdr->tk;
 	uint32_t mult, shift;
 	struct pvread_sample s;
 	uint64_t cycle_last;
 	enum read_result r;
 	int ok;
 
-	r = read_cycles(m, mode, &s);
+	r = read_cycles(p, mode, &s);
 	if (unlikely(r != READ_OK))
 		return r;
 	if (clock == CLOCK_MONOTONIC_RAW) {
@@ -653,11 +821,12 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
  * gave it in *@mode, READ_BUSY while an update is being written, READ_RETRY
  * when one completed under us, READ_NO_* when libc must answer.
  */
-static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
+static ALWAYS_INLINE enum read_result try_read(struct process *p,
 					       const clockid_t clock,
 					       struct timespec *ts,
 					       uint32_t *mode)
 {
+	const struct mapping *m = &p->map;
 	const struct pvread_header *h = m->hdr;
 	const struct pvread_clock_base *b;
 	enum read_result r = READ_OK;
@@ -670,7 +839,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 	seq = LOAD(h->seq);
 	RMB();
 	if (unlikely(seq & 1))
-		return seq == atomic_load_explicit(&stuck_seq,
+		return seq == atomic_load_explicit(&p->stuck_seq,
 						   memory_order_relaxed) ?
 		       READ_NO_STUCK : READ_BUSY;
 	*mode = LOAD(h->mode);
@@ -707,7 +876,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct mapping *m,
 		b = &h->tk.base[clock];
 		sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
-		r = read_records(m, *mode, clock, snsec, &ns);
+		r = read_records(p, *mode, clock, snsec, &ns);
 	}
 	if (unlikely(r != READ_OK))
 		return r;
@@ -734,20 +903,15 @@ struct attempts {
  * reason in *@why when libc must answer.
  */
 static __attribute__((noinline, cold))
-bool try_again(const struct mapping *m, enum read_result r,
+bool try_again(struct process *p, enum read_result r,
 	       struct attempts *a, enum pvread_slow_reason *why)
 {
-	uint32_t seq;
-
 	switch (r) {
 	case READ_BUSY:
 		if (wait_for_writer(&a->since))
 			return true;
 		/* Not the kernel's timekeeper: later reads need not wait. */
-		seq = LOAD(m->hdr->seq);
-		if (seq & 1)
-			atomic_store_explicit(&stuck_seq, seq,
-					      memory_order_relaxed);
+		remember_stuck(p);
 		*why = PVREAD_SLOW_BUSY;
 		return false;
 	case READ_RETRY:
@@ -766,7 +930,7 @@ bool try_again(const struct mapping *m, enum read_result r,
  * The page's answer for @clock, and the mode that gave it; PVREAD_MODE_NONE
  * when libc must answer, for the reason in *@why.  One loop, as the vDSO's.
  */
-static ALWAYS_INLINE uint32_t read_fast(const struct mapping *m,
+static ALWAYS_INLINE uint32_t read_fast(struct process *p,
 					const clockid_t clock,
 					struct timespec *ts,
 					enum pvread_slow_reason *why)
@@ -775,8 +939,8 @@ static ALWAYS_INLINE uint32_t read_fast(const struct mapping *m,
 	enum read_result r;
 	uint32_t mode;
 
-	while (unlikely((r = try_read(m, clock, ts, &mode)) != READ_OK))
-		if (!try_again(m, r, &a, why))
+	while (unlikely((r = try_read(p, clock, ts, &mode)) != READ_OK))
+		if (!try_again(p, r, &a, why))
 			return PVREAD_MODE_NONE;
 	return mode;
 }
@@ -793,9 +957,10 @@ static inline void set_ns(struct timespec *ts, int64_t v)
 }
 
 /* Never below what this process returned before, on any thread. */
-static inline void apply_floor(clockid_t clock, struct timespec *ts)
+static inline void apply_floor(struct process *p, clockid_t clock,
+			       struct timespec *ts)
 {
-	_Atomic int64_t *f = &floors[clock].ns;
+	_Atomic int64_t *f = &p->floors[clock].ns;
 	int64_t v = ns_of(ts);
 	int64_t cur = atomic_load_explicit(f, memory_order_relaxed);
 
@@ -815,9 +980,10 @@ static inline void apply_floor(clockid_t clock, struct timespec *ts)
  * line ones never decrease across every reader of the page.  They only
  * respect it, for what per-CPU readings and fallbacks put there.
  */
-static inline void respect_floor(clockid_t clock, struct timespec *ts)
+static inline void respect_floor(struct process *p, clockid_t clock,
+				 struct timespec *ts)
 {
-	int64_t cur = atomic_load_explicit(&floors[clock].ns,
+	int64_t cur = atomic_load_explicit(&p->floors[clock].ns,
 					   memory_order_relaxed);
 
 	if (unlikely(ns_of(ts) < cur)) {
@@ -831,32 +997,43 @@ static inline void respect_floor(clockid_t clock, struct timespec *ts)
  * afterwards, and the kernel's clock may be behind the line by up to the
  * bound.  The module promises that the line's value, clamped to the line's
  * ends, never decreases, also after the mode has left PVREAD_MODE_LINE (the
- * last line stays, its span cut): so lift the kernel's answer to the line's
- * value now, waiting for an update as long as a read does (the kernel's
- * own clock_gettime() waits for the timekeeper the same way).  An update
- * that does not complete within that, or a page that never had a line,
- * leaves the answer to the floor.
+ * last line stays, its span cut): so the kernel's answer @ts is lifted
+ * towards the line's value now.  Fully (@full) where this process may
+ * have returned line readings of the clock since its floor last held them
+ * all (see slow_clock_gettime()); else at most the tolerance above the
+ * kernel's answer: a line reading anyone returned was within its reader's
+ * tolerance of the kernel's clock then (the bound it was read under, an
+ * estimate), so the lift still orders the answer after every line reading
+ * of a process whose tolerance is no larger, and the error stays within
+ * this one's however far the line runs ahead once the bound has crossed
+ * it.  Waits for an update as long as a read does (the kernel's own
+ * clock_gettime() waits for the timekeeper the same way).  An update that
+ * does not complete within that, or a page that never had a line, leaves
+ * the answer to the floor.
  */
 static __attribute__((noinline, cold))
-void not_below_line(const struct mapping *m, clockid_t clock,
-		    struct timespec *ts)
+void not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
+		    bool full)
 {
+	const struct mapping *m = &p->map;
 	const struct pvread_header *h = m->hdr;
 	const struct pvread_line *l = &h->line;
 	const struct pvread_clock_base *b = &l->base[clock];
-	uint64_t stamp, span, snsec, tsc, d, ns, since = 0;
+	uint64_t stamp, span, snsec, tsc, d, ns, since = 0, most;
 	uint32_t seq, mul, shift;
 	struct timespec line;
-	int64_t sec;
+	int64_t sec, above;
 	int tries;
 
+	if (m->ns.unknown)
+		return;
 	for (tries = 0; tries < MAX_TRIES;) {
 		seq = LOAD(h->seq);
 		RMB();
 		if (seq & 1) {
 			uint64_t now = __rdtsc();
 
-			if (seq == atomic_load_explicit(&stuck_seq,
+			if (seq == atomic_load_explicit(&p->stuck_seq,
 							memory_order_relaxed))
 				return;
 			if (!since)
@@ -890,37 +1067,78 @@ void not_below_line(const struct mapping *m, clockid_t clock,
 		d = span;
 	if (!pvread_line_ns(d, mul, shift, snsec, &ns))
 		return;
-	if (m->ns.unknown)
-		return;
 	set_ts(&line, sec + m->ns.sec[clock], ns + (uint64_t)m->ns.nsec[clock]);
-	if (line.tv_sec > ts->tv_sec ||
-	    (line.tv_sec == ts->tv_sec && line.tv_nsec > ts->tv_nsec)) {
-		stats.clamped++;
-		*ts = line;
+	above = ns_of(&line) - ns_of(ts);
+	if (above <= 0)
+		return;
+	stats.lifted++;
+	most = m->tolerance_ns;
+	if ((uint64_t)above > most) {
+		if (!full) {
+			/* ts is the kernel's: a year's ns cannot overflow it */
+			stats.lift_capped++;
+			if (most > (uint64_t)NSEC_PER_SEC << 25)
+				most = (uint64_t)NSEC_PER_SEC << 25;
+			set_ts(&line, ts->tv_sec, (uint64_t)ts->tv_nsec + most);
+		} else {
+			stats.lifted_beyond++;
+		}
 	}
+	*ts = line;
 }
 
 /*
- * libc's answer: the one fallback of every read.  For the clocks that never
- * go back, lifted to the line if this process has read it, then to the
- * floor, which it raises.
+ * The kernel's answer: the one fallback of every read.  For the clocks
+ * that never go back, lifted towards the line if this process has read
+ * it, then to the floor, which it raises.  @p: NULL without a mapping.
+ *
+ * Line readings do not raise the floor (that would be a shared write on
+ * every read), so while a clock's mode_seen is PVREAD_MODE_LINE the floor
+ * does not hold them: the first fallback then notes MODE_SEEN_HOLDING,
+ * lifts fully to the line and raises the floor there, then notes
+ * PVREAD_MODE_NONE (the floor holds every reading returned); a fallback
+ * that sees LINE, HOLDING or SEEDING lifts fully, any later one only
+ * within the tolerance, held by the floor meanwhile: its error decays to
+ * the tolerance as the kernel's clock catches up, instead of following a
+ * line that runs ahead.  A line reading that sees NONE notes LINE again
+ * (enter_mode()).  Signals are blocked while HOLDING, as while seeding.
  */
 static __attribute__((noinline, cold))
-int slow_clock_gettime(clockid_t clock, struct timespec *ts,
+int slow_clock_gettime(struct process *p, clockid_t clock, struct timespec *ts,
 		       enum pvread_slow_reason why)
 {
+	_Atomic uint32_t *seen_p;
+	uint32_t seen;
+	sigset_t all, old;
 	int ret;
 
 	stats.slow++;
 	stats.slow_by_reason[why]++;
 	ret = pvread_kernel_clock_gettime(clock, ts);
-	if (ret || !never_back(clock))
+	if (ret || !never_back(clock) || !p)
 		return ret;
-	if (clock != CLOCK_MONOTONIC_COARSE &&
-	    atomic_load_explicit(&line_used, memory_order_relaxed) &&
-	    atomic_load_explicit(&map_state, memory_order_acquire) == MAP_READY)
-		not_below_line(&the_map, clock, ts);
-	apply_floor(clock, ts);
+	if (clock == CLOCK_MONOTONIC_COARSE ||
+	    !atomic_load_explicit(&p->line_used, memory_order_relaxed)) {
+		apply_floor(p, clock, ts);
+		return ret;
+	}
+	seen_p = &p->mode_seen[clock];
+	seen = atomic_load_explicit(seen_p, memory_order_acquire);
+	if (seen != PVREAD_MODE_LINE) {
+		not_below_line(p, clock, ts, seen == MODE_SEEN_HOLDING ||
+					     seen == MODE_SEEN_SEEDING);
+		apply_floor(p, clock, ts);
+		return ret;
+	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* Lose the race, and the winner holds: lift fully all the same. */
+	atomic_compare_exchange_strong(seen_p, &seen, MODE_SEEN_HOLDING);
+	not_below_line(p, clock, ts, true);
+	apply_floor(p, clock, ts);
+	seen = MODE_SEEN_HOLDING;
+	atomic_compare_exchange_strong(seen_p, &seen, PVREAD_MODE_NONE);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ret;
 }
 
@@ -929,37 +1147,47 @@ int slow_clock_gettime(clockid_t clock, struct timespec *ts,
  * Per-CPU readings raise the floor; stable and line readings do not, and
  * one mode's can lie on either side of another's (the line ahead of the
  * kernel, a per-CPU record behind it, by up to the bound).  So after stable
- * or line readings ask the kernel once: its answer, lifted to the line, is
- * at or above all of them, and becomes the floor.  The page may flip back
- * and forth while that answer is taken (the thread preempted): readings of
- * the clock fall back until the new mode is noted (MODE_SEEN_SEEDING), so
- * none returned meanwhile stays above the floor.  Returns true when *@ts
- * is libc's answer instead of the fast reading.
+ * or line readings ask the kernel once: its answer, lifted towards the
+ * line, is at or above all of them, and becomes the floor.  The page may
+ * flip back and forth while that answer is taken (the thread preempted):
+ * readings of the clock fall back until the new mode is noted
+ * (MODE_SEEN_SEEDING), so none returned meanwhile stays above the floor.
+ * Every signal is blocked meanwhile, so that no handler can siglongjmp()
+ * out and leave the clock seeding for ever.  Returns true when *@ts is the
+ * kernel's answer instead of the fast reading.
  */
 static __attribute__((noinline, cold))
-bool enter_mode(clockid_t clock, uint32_t mode, struct timespec *ts)
+bool enter_mode(struct process *p, clockid_t clock, uint32_t mode,
+		struct timespec *ts)
 {
-	_Atomic uint32_t *seen_p = &mode_seen[clock];
+	_Atomic uint32_t *seen_p = &p->mode_seen[clock];
 	uint32_t seen = atomic_load_explicit(seen_p, memory_order_acquire);
+	sigset_t all, old;
 
 	if (mode == PVREAD_MODE_LINE &&
-	    !atomic_load_explicit(&line_used, memory_order_relaxed))
-		atomic_store_explicit(&line_used, true, memory_order_relaxed);
+	    !atomic_load_explicit(&p->line_used, memory_order_relaxed))
+		atomic_store_explicit(&p->line_used, true, memory_order_relaxed);
 	if (seen == PVREAD_MODE_NONE || seen == PVREAD_MODE_PERCPU) {
 		/* The floor holds every reading returned so far. */
 		if (atomic_compare_exchange_strong_explicit(seen_p, &seen, mode,
 				memory_order_acq_rel, memory_order_acquire))
 			return false;
-	} else if (seen != MODE_SEEN_SEEDING &&
-		   atomic_compare_exchange_strong_explicit(seen_p, &seen,
+	} else if (seen != MODE_SEEN_SEEDING) {
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		if (atomic_compare_exchange_strong_explicit(seen_p, &seen,
 				MODE_SEEN_SEEDING, memory_order_acq_rel,
 				memory_order_acquire)) {
-		slow_clock_gettime(clock, ts, PVREAD_SLOW_SEED);
-		atomic_store_explicit(seen_p, mode, memory_order_release);
-		return true;
+			slow_clock_gettime(p, clock, ts, PVREAD_SLOW_SEED);
+			atomic_store_explicit(seen_p, mode,
+					      memory_order_release);
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			return true;
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
-	/* Another thread is seeding, or noted a mode first: libc answers. */
-	slow_clock_gettime(clock, ts, PVREAD_SLOW_SEED);
+	/* Another thread is seeding, or noted a mode first: the kernel's. */
+	slow_clock_gettime(p, clock, ts, PVREAD_SLOW_SEED);
 	return true;
 }
 
@@ -967,18 +1195,18 @@ bool enter_mode(clockid_t clock, uint32_t mode, struct timespec *ts)
 static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 {
 	enum pvread_slow_reason why = PVREAD_SLOW_OTHER;
-	const struct mapping *m;
+	struct process *p = NULL;
 	uint32_t mode;
 
-	/* A bad clock or pointer gets libc's own answer: EINVAL, EFAULT. */
+	/* A bad clock or pointer gets the kernel's answer: EINVAL, EFAULT. */
 	if (!is_mirrored(clock) || !ts)
 		goto slow;
-	m = get_map();
-	if (unlikely(!m)) {
+	p = get_process();
+	if (unlikely(!p)) {
 		why = PVREAD_SLOW_NO_PAGE;
 		goto slow;
 	}
-	mode = read_fast(m, clock, ts, &why);
+	mode = read_fast(p, clock, ts, &why);
 	if (unlikely(mode == PVREAD_MODE_NONE))
 		goto slow;
 	if (fine_never_back(clock)) {
@@ -986,14 +1214,14 @@ static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 		 * Acquire: a mode seen here comes with the floor its first
 		 * reader raised before noting it (a plain load on x86).
 		 */
-		if (unlikely(atomic_load_explicit(&mode_seen[clock],
+		if (unlikely(atomic_load_explicit(&p->mode_seen[clock],
 						  memory_order_acquire) != mode) &&
-		    enter_mode(clock, mode, ts))
+		    enter_mode(p, clock, mode, ts))
 			return 0;
 		if (mode == PVREAD_MODE_PERCPU)
-			apply_floor(clock, ts);
+			apply_floor(p, clock, ts);
 		else
-			respect_floor(clock, ts);
+			respect_floor(p, clock, ts);
 	} else if (clock == CLOCK_MONOTONIC_COARSE) {
 		/*
 		 * The kernel's own MONOTONIC_COARSE steps back on NTP
@@ -1002,12 +1230,11 @@ static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 		 * tick, so raising it on every read costs no shared writes
 		 * to speak of.
 		 */
-		apply_floor(clock, ts);
+		apply_floor(p, clock, ts);
 	}
-	stats.fast++;
 	return 0;
 slow:
-	return slow_clock_gettime(clock, ts, why);
+	return slow_clock_gettime(p, clock, ts, why);
 }
 
 /* One function per clock, so that each has only the registers it needs. */
@@ -1042,7 +1269,7 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 	case CLOCK_REALTIME_COARSE:
 		return gettime_realtime_coarse(ts);
 	default:
-		return slow_clock_gettime(clock, ts, PVREAD_SLOW_OTHER);
+		return slow_clock_gettime(NULL, clock, ts, PVREAD_SLOW_OTHER);
 	}
 }
 
@@ -1069,17 +1296,54 @@ time_t pvread_time(time_t *t)
 	return ts.tv_sec;
 }
 
+/* The structs of libpvread 0.2, which the calls without a size fill. */
+#define STATS_SIZE_0_2 offsetof(struct pvread_stats, lifted)
+#define SAMPLE_SIZE_0_2 sizeof(struct pvread_sample)
+
+/* The first @size bytes of @mine, @len long, into @out; zeros beyond. */
+static void copy_sized(void *out, size_t size, const void *mine, size_t len)
+{
+	if (size > len) {
+		memset((char *)out + len, 0, size - len);
+		size = len;
+	}
+	memcpy(out, mine, size);
+}
+
+static int sample_pvclock(struct pvread_sample *sample);
+
 int pvread_sample_pvclock(struct pvread_sample *sample)
 {
-	const struct mapping *m = get_map();
+	return pvread_sample_pvclock_size(sample, SAMPLE_SIZE_0_2);
+}
+
+int pvread_sample_pvclock_size(struct pvread_sample *out, size_t size)
+{
+	struct pvread_sample mine, *sample = &mine;
+	int ret;
+
+	if (size < offsetof(struct pvread_sample, cpu)) {
+		errno = EINVAL;
+		return -1;
+	}
+	ret = sample_pvclock(sample);
+	copy_sized(out, size, sample, sizeof(*sample));
+	return ret;
+}
+
+static int sample_pvclock(struct pvread_sample *sample)
+{
+	struct process *p = get_process();
+	const struct mapping *m;
 	uint64_t since = 0;
 	uint32_t mode;
 	int tries;
 
-	if (!m) {
+	if (!p) {
 		errno = ENODEV;
 		return -1;
 	}
+	m = &p->map;
 	/*
 	 * The calling CPU's own record, whatever the page's mode, where
 	 * rdtscp names the CPU; else, in stable mode, the record that
@@ -1094,12 +1358,14 @@ int pvread_sample_pvclock(struct pvread_sample *sample)
 		return -1;
 	}
 	for (tries = 0; tries < MAX_TRIES;) {
-		switch (read_cycles(m, mode, sample)) {
+		switch (read_cycles(p, mode, sample)) {
 		case READ_OK:
 			return 0;
 		case READ_BUSY:
-			if (!wait_for_writer(&since))
+			if (!wait_for_writer(&since)) {
+				remember_stuck(p);
 				tries = MAX_TRIES;
+			}
 			break;
 		case READ_RETRY:
 			tries++;
@@ -1115,7 +1381,8 @@ int pvread_sample_pvclock(struct pvread_sample *sample)
 
 static int get_info(struct pvread_info *info)
 {
-	const struct mapping *m = get_map();
+	struct process *p = get_process();
+	const struct mapping *m = p ? &p->map : NULL;
 	struct attempts a = { 0, 0 };
 	enum pvread_slow_reason why;
 	const struct pvread_header *h;
@@ -1150,14 +1417,14 @@ static int get_info(struct pvread_info *info)
 		if (!(seq & 1) && LOAD(h->seq) == seq)
 			break;
 		/* As a read would: wait for an update, not for ever. */
-		if (!try_again(m, seq & 1 ? READ_BUSY : READ_RETRY, &a, &why) ||
-		    seq == atomic_load_explicit(&stuck_seq,
+		if (!try_again(p, seq & 1 ? READ_BUSY : READ_RETRY, &a, &why) ||
+		    seq == atomic_load_explicit(&p->stuck_seq,
 						memory_order_relaxed)) {
 			errno = EAGAIN;
 			return -1;
 		}
 	}
-	info->fast = read_fast(m, CLOCK_MONOTONIC, &ts, &why) !=
+	info->fast = read_fast(p, CLOCK_MONOTONIC, &ts, &why) !=
 		     PVREAD_MODE_NONE;
 	return 0;
 }
@@ -1182,11 +1449,7 @@ int pvread_get_info_size(struct pvread_info *info, size_t size)
 	}
 	ret = get_info(&mine);
 	saved_errno = errno;
-	if (size > sizeof(mine)) {
-		memset((char *)info + sizeof(mine), 0, size - sizeof(mine));
-		size = sizeof(mine);
-	}
-	memcpy(info, &mine, size);
+	copy_sized(info, size, &mine, sizeof(mine));
 	errno = saved_errno;
 	return ret;
 }
@@ -1198,12 +1461,13 @@ int pvread_get_info(struct pvread_info *info)
 
 int pvread_get_record(unsigned int cpu, struct pvread_record *rec)
 {
-	const struct mapping *m = get_map();
+	struct process *p = get_process();
+	const struct mapping *m = p ? &p->map : NULL;
 	const struct pvread_record *r;
 	uint64_t since = 0;
 	int tries;
 
-	if (!m) {
+	if (!p) {
 		errno = ENODEV;
 		return -1;
 	}
@@ -1212,9 +1476,13 @@ int pvread_get_record(unsigned int cpu, struct pvread_record *rec)
 		return -1;
 	}
 	r = (const struct pvread_record *)(m->records + (size_t)cpu * m->stride);
+	/* Every byte written: padding and fields this version does not copy. */
+	memset(rec, 0, sizeof(*rec));
 	for (tries = 0; tries < MAX_TRIES;) {
 		uint32_t version = LOAD(r->pvclock.version);
 
+		if ((version & 1) && record_stuck(p, cpu, version))
+			break;
 		RMB();
 		rec->pvclock.version = version;
 		rec->pvclock.tsc_timestamp = LOAD(r->pvclock.tsc_timestamp);
@@ -1224,10 +1492,13 @@ int pvread_get_record(unsigned int cpu, struct pvread_record *rec)
 		rec->pvclock.flags = LOAD(r->pvclock.flags);
 		rec->state = LOAD(r->state);
 		rec->xen_vcpu_id = LOAD(r->xen_vcpu_id);
+		rec->registered_on = LOAD(r->registered_on);
 		RMB();
 		if (version & 1) {
-			if (!wait_for_writer(&since))
+			if (!wait_for_writer(&since)) {
+				remember_stuck(p);
 				break;
+			}
 		} else if (LOAD(r->pvclock.version) == version) {
 			return 0;
 		} else {
@@ -1238,9 +1509,19 @@ int pvread_get_record(unsigned int cpu, struct pvread_record *rec)
 	return -1;
 }
 
+int pvread_get_stats_size(struct pvread_stats *out, size_t size)
+{
+	if (size < offsetof(struct pvread_stats, retries)) {
+		errno = EINVAL;
+		return -1;
+	}
+	copy_sized(out, size, &stats, sizeof(stats));
+	return 0;
+}
+
 void pvread_get_stats(struct pvread_stats *out)
 {
-	*out = stats;
+	copy_sized(out, STATS_SIZE_0_2, &stats, sizeof(stats));
 }
 
 const char *pvread_slow_reason_name(unsigned int reason)

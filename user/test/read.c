@@ -11,6 +11,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -138,7 +141,7 @@ static long bracketed(clockid_t clock, long n, enum expect want, bool strict)
 		pvread_get_stats(&b);
 		after = sys_ns(clock);
 		v = ns_of(&ts);
-		fast = b.fast != a.fast;
+		fast = b.slow == a.slow;	/* fast reads are not counted */
 		if (v < before - SLACK_NS || v > after + SLACK_NS)
 			bad++;
 		if (v < before - worst)
@@ -156,7 +159,7 @@ static long bracketed(clockid_t clock, long n, enum expect want, bool strict)
 	}
 	pvread_get_stats(&st1);
 	printf("# clock %d: %ld reads, %llu fast, %llu slow, %ld outside, %ld back, %ld back between fast and slow, worst %lld ns\n",
-	       (int)clock, n, (unsigned long long)(st1.fast - st0.fast),
+	       (int)clock, n, (unsigned long long)(n - (st1.slow - st0.slow)),
 	       (unsigned long long)(st1.slow - st0.slow), bad, back,
 	       back_mixed, (long long)worst);
 	/*
@@ -361,9 +364,8 @@ static int record_rewritten_mid_read(void)
 	atomic_store(&stop_writer, true);
 	pthread_join(writer, NULL);
 	pvread_get_stats(&st);
-	printf("# %llu retries, %llu fast, %llu slow\n",
-	       (unsigned long long)st.retries, (unsigned long long)st.fast,
-	       (unsigned long long)st.slow);
+	printf("# %llu retries, %llu slow\n",
+	       (unsigned long long)st.retries, (unsigned long long)st.slow);
 	/* Some reads give up (slow) after retries; none may be torn. */
 	return bad || !st.retries;
 }
@@ -418,10 +420,11 @@ static int header_rewritten_mid_read(void)
 	bad = bracketed(CLOCK_MONOTONIC, 300000, ANY, percpu);
 	pvread_get_stats(&st);
 	printf("# %llu retries, %llu fast, %llu slow, %llu updates\n",
-	       (unsigned long long)st.retries, (unsigned long long)st.fast,
+	       (unsigned long long)st.retries,
+	       (unsigned long long)(300000 - st.slow),
 	       (unsigned long long)st.slow,
 	       (unsigned long long)page.hdr->updates);
-	return bad || !st.fast || !st.retries;
+	return bad || st.slow >= 300000 || !st.retries;
 }
 
 /*
@@ -759,10 +762,10 @@ static int line_before_anchor(void)
 	}
 	pvread_get_stats(&st1);
 	printf("# 30000 reads before the anchor: %ld not the anchor's value, %llu fast, %llu retries, %llu slow\n",
-	       bad, (unsigned long long)(st1.fast - st0.fast),
+	       bad, (unsigned long long)(30000 - (st1.slow - st0.slow)),
 	       (unsigned long long)(st1.retries - st0.retries),
 	       (unsigned long long)(st1.slow - st0.slow));
-	return bad || st1.fast - st0.fast != 30000 || st1.retries != st0.retries;
+	return bad || st1.slow != st0.slow || st1.retries != st0.retries;
 }
 
 /*
@@ -800,8 +803,8 @@ static int line_below_coarse(void)
 	}
 	pvread_get_stats(&st1);
 	printf("# line 5000.5 s, coarse 5001.25 s: %ld wrong of 40000, %llu fast\n",
-	       bad, (unsigned long long)(st1.fast - st0.fast));
-	bad += st1.fast - st0.fast < 30000;
+	       bad, (unsigned long long)(40000 - (st1.slow - st0.slow)));
+	bad += 40000 - (st1.slow - st0.slow) < 30000;
 	/*
 	 * The wall clock 1.7e9 s past MONOTONIC (the line's REALTIME base
 	 * that far above its MONOTONIC one, REALTIME_COARSE too): REALTIME
@@ -939,7 +942,7 @@ static int line_no_shared_write(void)
 	printf("# after per-CPU readings: %llu of 1000 line readings raised to the floor, %ld back\n",
 	       (unsigned long long)(st1.clamped - st0.clamped), back);
 	bad |= back || st1.clamped - st0.clamped < 1000 ||
-	       st1.fast - st0.fast != 1000;
+	       st1.slow != st0.slow;
 	return bad;
 }
 
@@ -976,6 +979,67 @@ static int line_fallback_not_behind(void)
 	}
 	bad |= (int)reason_was(PVREAD_SLOW_MODE, before, NR_NEVER_BACK);
 	return bad;
+}
+
+/*
+ * PVREAD_MAX_ERROR_NS still limits the error after line readings: the
+ * line runs 40 us ahead of the kernel and the bound, 80 us, crosses the
+ * 10 us tolerance.  The first fallback is lifted to the line (this
+ * process may have returned that much), and the floor holds it; after
+ * that the answers are lifted by at most the tolerance, so once the
+ * kernel has caught up with the hold, every answer is within 10 us of the
+ * kernel's bracket -- not 40 us past it, following the line.
+ */
+static int line_tolerance_after_bound(void)
+{
+	struct pvread_stats st0, st1;
+	int64_t before, after, v, first = 0, prev = 0;
+	long beyond_late = 0, beyond_early = 0, back = 0, i;
+	struct timespec ts;
+
+	setenv("PVREAD_MAX_ERROR_NS", "10000", 1);
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);	/* from the line */
+	pause_ticker();
+	synthetic_line_shift(&page, 40000);
+	synthetic_write_begin(&page);
+	page.hdr->error_bound_ns = 80000;
+	synthetic_write_end(&page);
+	pvread_get_stats_size(&st0, sizeof(st0));
+	for (i = 0; i < 2000; i++) {
+		before = sys_ns(CLOCK_MONOTONIC);
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		after = sys_ns(CLOCK_MONOTONIC);
+		v = ns_of(&ts);
+		if (!i)
+			first = after;
+		back += v < prev;
+		prev = v;
+		if (v > after + 10000) {
+			/* held at the first answer until the kernel passes it */
+			if (after - first < 45000)
+				beyond_early++;
+			else
+				beyond_late++;
+		}
+		if (v < before)
+			beyond_late++;
+	}
+	resume_ticker();
+	pvread_get_stats_size(&st1, sizeof(st1));
+	printf("# line 40 us ahead, bound 80 us, tolerance 10 us: %ld answers beyond it while held at the first lift, %ld after, %ld back; %llu for \"bound\", %llu lifted, %llu of them to the line beyond the tolerance, %llu held at it\n",
+	       beyond_early, beyond_late, back,
+	       (unsigned long long)(st1.slow_by_reason[PVREAD_SLOW_BOUND] -
+				    st0.slow_by_reason[PVREAD_SLOW_BOUND]),
+	       (unsigned long long)(st1.lifted - st0.lifted),
+	       (unsigned long long)(st1.lifted_beyond - st0.lifted_beyond),
+	       (unsigned long long)(st1.lift_capped - st0.lift_capped));
+	return beyond_late || back ||
+	       st1.slow_by_reason[PVREAD_SLOW_BOUND] -
+	       st0.slow_by_reason[PVREAD_SLOW_BOUND] != 2000 ||
+	       st1.lifted_beyond - st0.lifted_beyond != 1 ||
+	       st1.lift_capped == st0.lift_capped;
 }
 
 /* ... and one that never read the line gets the kernel's own answer. */
@@ -1289,7 +1353,7 @@ static void *cross_thread_reader(void *arg)
 	}
 	pvread_get_stats(&st);
 	atomic_fetch_add(&ct_back, back);
-	atomic_fetch_add(&ct_fast, (long)st.fast);
+	atomic_fetch_add(&ct_fast, i - (long)st.slow);
 	atomic_fetch_add(&ct_slow, (long)st.slow);
 	return NULL;
 }
@@ -1439,13 +1503,16 @@ static int after_fork(void)
  * sets hold_in_getenv stops there, mid-mapping, until the test lets it go.
  */
 static __thread bool hold_in_getenv;
+static __thread bool raise_in_getenv;	/* raise(SIGUSR1) there */
 
-char *getenv(const char *name)
+char *secure_getenv(const char *name)
 {
 	static char *(*libc)(const char *);
 
 	if (!libc)
-		*(void **)&libc = dlsym(RTLD_NEXT, "getenv");
+		*(void **)&libc = dlsym(RTLD_NEXT, "secure_getenv");
+	if (raise_in_getenv && !strcmp(name, "PVREAD_MAX_ERROR_NS"))
+		raise(SIGUSR1);
 	if (hold_in_getenv && !strcmp(name, "PVREAD_MAX_ERROR_NS")) {
 		hold_in_getenv = false;
 		sem_post(&held);
@@ -1735,10 +1802,214 @@ static int time_namespace(void)
 	return !WIFEXITED(status) || WEXITSTATUS(status);
 }
 
+/*
+ * A process that unshares its time namespace before its first read stays
+ * in the old one, though /proc/self/timens_offsets already shows the new
+ * one's: its clocks must be its own (the kernel's answer), not shifted by
+ * its children's offsets.  A child made by _Fork(), which runs no fork
+ * handlers, is in the new namespace: its clocks are shifted, by the
+ * library too.
+ */
+static int own_time_namespace(void)
+{
+	static const clockid_t shifted[] = { CLOCK_MONOTONIC,
+		CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME };
+	static const char offsets[] = "monotonic 86400 0\nboottime 86400 0\n";
+	unsigned int i;
+	int fd, status;
+	long bad = 0;
+	pid_t pid;
+
+	if (synthetic_init(&page, PVREAD_MODE_STABLE) ||
+	    synthetic_start(&page, 1000))
+		return 1;
+	if (unshare(CLONE_NEWTIME))
+		return skip(errno == EPERM ? "unshare(CLONE_NEWTIME): not permitted (needs CAP_SYS_ADMIN)" :
+			    "unshare(CLONE_NEWTIME): no time namespaces in this kernel");
+	fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0 || write(fd, offsets, sizeof(offsets) - 1) !=
+		      (ssize_t)sizeof(offsets) - 1) {
+		printf("# /proc/self/timens_offsets: %s\n", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	if (pvread_use_page(page.hdr, page.size))
+		return 1;
+	printf("# in the old namespace, the children's offsets +86400 s:\n");
+	for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+		bad += bracketed(shifted[i], 1000, ANY, MIXED_OK);
+	bad += bracketed(CLOCK_REALTIME, 1000, FAST, MIXED_OK);
+	pause_ticker();
+	synthetic_tick(&page);
+	pid = _Fork();
+	if (pid == 0) {
+		long b = 0;
+
+		printf("# in a child of _Fork(), in the new namespace:\n");
+		for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+			b += bracketed(shifted[i], 1000, FAST, MIXED_OK);
+		_exit(b != 0);
+	}
+	waitpid(pid, &status, 0);
+	return bad || !WIFEXITED(status) || WEXITSTATUS(status);
+}
+
+/* Cancel this thread at its next cancellation point, then call @fn. */
+static void *cancelled_first_call(void *arg)
+{
+	int (*fn)(void) = arg;
+
+	pthread_cancel(pthread_self());
+	if (fn())
+		return (void *)2;
+	return (void *)1;	/* not cancelled inside: came back */
+}
+
+static int first_read(void)
+{
+	struct timespec ts;
+
+	return pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+}
+
+static int first_use_page(void)
+{
+	return pvread_use_page(page.hdr, page.size);
+}
+
+/*
+ * The library's first call makes system calls (open, read, close): none
+ * may be a cancellation point -- POSIX does not let clock_gettime() be
+ * one, and a cancel in the middle would leave the mapping half made, the
+ * library off for the process.  A thread with a cancel pending comes back
+ * from its first read, and from pvread_use_page(), which took the page.
+ */
+static int first_call_cancelled(void)
+{
+	pthread_t t;
+	void *got;
+	int bad = 0;
+
+	if (synthetic_init(&page, PVREAD_MODE_STABLE) ||
+	    synthetic_start(&page, 1000))
+		return 1;
+	pthread_create(&t, NULL, cancelled_first_call, (void *)first_use_page);
+	pthread_join(t, &got);
+	printf("# pvread_use_page() with a cancel pending: %s\n",
+	       got == PTHREAD_CANCELED ? "cancelled inside" :
+	       got == (void *)1 ? "came back, page taken" : "came back, failed");
+	bad += got != (void *)1;
+	bad += bracketed(CLOCK_MONOTONIC, 1000, FAST, MIXED_OK) != 0;
+	return bad != 0;
+}
+
+static int first_read_cancelled(void)
+{
+	pthread_t t;
+	void *got;
+
+	pthread_create(&t, NULL, cancelled_first_call, (void *)first_read);
+	pthread_join(t, &got);
+	printf("# the first read with a cancel pending: %s\n",
+	       got == PTHREAD_CANCELED ? "cancelled inside" : "came back");
+	return got != (void *)1;
+}
+
+/*
+ * A signal whose handler siglongjmp()s out, raised while the first call
+ * maps (in secure_getenv(), held below): the library blocks signals while
+ * its state is half made, so the handler runs after, and the page is
+ * taken and read.
+ */
+static sigjmp_buf jumped_out;
+
+static void jump_out(int sig)
+{
+	(void)sig;
+	siglongjmp(jumped_out, 1);
+}
+
+static int first_call_longjmp(void)
+{
+	struct sigaction sa = { .sa_handler = jump_out };
+	volatile int r = -2;
+
+	if (synthetic_init(&page, PVREAD_MODE_STABLE) ||
+	    synthetic_start(&page, 1000))
+		return 1;
+	sigaction(SIGUSR1, &sa, NULL);
+	if (!sigsetjmp(jumped_out, 1)) {
+		raise_in_getenv = true;
+		r = pvread_use_page(page.hdr, page.size);
+	}
+	raise_in_getenv = false;
+	printf("# siglongjmp() out of the first call: pvread_use_page %s\n",
+	       r == 0 ? "had returned 0" :
+	       r == -2 ? "left midway" : "failed");
+	return bracketed(CLOCK_MONOTONIC, 1000, FAST, MIXED_OK) != 0;
+}
+
+/*
+ * A record whose update never completes (its version stays odd): the
+ * first read waits for it as the kernel would, then falls back (busy);
+ * later reads fall back at once (stuck), as for the header.
+ */
+static int record_stuck(void)
+{
+	struct pvread_record *r;
+	struct timespec ts;
+	uint64_t busy, stuck;
+	int64_t t0, t1, t2;
+	int bad = 0;
+
+	if (adopt(PVREAD_MODE_STABLE, 0))
+		return 1;
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	r = synthetic_record(&page, page.hdr->stable_record);
+	busy = slow_for(PVREAD_SLOW_BUSY);
+	stuck = slow_for(PVREAD_SLOW_STUCK);
+	r->pvclock.version |= 1;	/* and no end */
+	t0 = sys_ns(CLOCK_MONOTONIC);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	t1 = sys_ns(CLOCK_MONOTONIC);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_BOOTTIME, &ts);
+	t2 = sys_ns(CLOCK_MONOTONIC);
+	printf("# record stuck odd: the first read %lld ms, the next two %lld ms\n",
+	       (long long)(t1 - t0) / 1000000, (long long)(t2 - t1) / 1000000);
+	bad += reason_was(PVREAD_SLOW_BUSY, busy, 1);
+	bad += reason_was(PVREAD_SLOW_STUCK, stuck, 2);
+	bad += t2 - t1 > 100000000;	/* no wait: far below one */
+	r->pvclock.version++;
+	synthetic_tick(&page);
+	bad += bracketed(CLOCK_MONOTONIC, 1000, FAST, MIXED_OK) != 0;
+	return bad != 0;
+}
+
+/* pvread_get_record() writes every byte: no padding left as it was. */
+static int record_copy_whole(void)
+{
+	struct pvread_record rec;
+	unsigned char *b = (unsigned char *)&rec;
+	unsigned int i, junk = 0;
+
+	if (adopt(PVREAD_MODE_STABLE, 0))
+		return 1;
+	synthetic_record(&page, 0)->registered_on = 0;
+	memset(&rec, 0xa5, sizeof(rec));
+	if (pvread_get_record(0, &rec))
+		return 1;
+	for (i = offsetof(struct pvread_record, pad); i < sizeof(rec); i++)
+		junk += b[i] == 0xa5;
+	printf("# registered_on %u, %u bytes of padding and reserved left 0xa5\n",
+	       rec.registered_on, junk);
+	return junk || rec.registered_on != 0;
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(35);
+	tap_plan(43);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -1779,10 +2050,17 @@ int main(void)
 	scenario("line: readings do not raise the floor, only respect it", line_no_shared_write);
 	scenario("line: a fallback after line readings is not behind them", line_fallback_not_behind);
 	scenario("line: a process that never read the line gets the kernel's answer", line_fallback_kernel_exact);
+	scenario("line: after the bound crosses the tolerance, answers within it once the first lift is passed", line_tolerance_after_bound);
 	scenario("line -> per-CPU -> line: never back", line_percpu_line);
 	scenario("stable -> line -> stable: never back", stable_line_stable);
 	scenario("stable -> per-CPU: every clock seeds its floor, never back", stable_percpu);
 	scenario("line: monotonic across threads while re-anchored", line_cross_thread);
 	scenario("mode flips while a thread seeds its floor: never back", seed_preempted);
+	scenario("time namespace unshared before the first read: the process's own clocks; a _Fork() child's shifted", own_time_namespace);
+	scenario("the first read with a cancel pending: no cancellation point inside", first_read_cancelled);
+	scenario("pvread_use_page with a cancel pending: comes back, page taken", first_call_cancelled);
+	scenario("siglongjmp out of a signal raised in the first call: the page taken and read", first_call_longjmp);
+	scenario("record stuck mid-update: one wait, then at once (stuck)", record_stuck);
+	scenario("pvread_get_record: every byte written", record_copy_whole);
 	return tap_exit();
 }
