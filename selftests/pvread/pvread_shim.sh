@@ -31,7 +31,9 @@ count_clock_syscalls() {
 	awk '/getppid/ { inside = !inside; next } inside' $trace | head -5 |
 		sed 's/^/# inside the loop: /' >&2
 	frames=$(grep -c getppid $trace)
-	# "timeloop: libpvread: F fast, ..." -- the shim's own count
+	# "timeloop: libpvread: F fast, ..." -- the loop's N calls less the
+	# reads the shim left to the kernel (it counts no fast read): F >= N
+	# when none was
 	fast=$(sed -n 's/^timeloop: libpvread: \([0-9]*\) fast.*/\1/p' $out)
 	if [ $rc -ne 0 ] || [ "$frames" -ne 2 ] || [ "${fast:-0}" -lt "$2" ]; then
 		echo "# timeloop exit $rc, $frames getppid frames (want 2), ${fast:-no} fast reads by the shim (want >= $2)" >&2

@@ -28,6 +28,7 @@
 #include "internal.h"
 
 #define NSEC_PER_SEC 1000000000LL
+#define KTIME_SEC_MAX (INT64_MAX / NSEC_PER_SEC)
 #define PVREAD_PVCLOCK_TSC_STABLE 0x01	/* Xen's PVCLOCK_TSC_STABLE_BIT */
 /*
  * Correct Xen's vCPUs disagree by a few ns since its 4.8 fixes (by several
@@ -36,7 +37,9 @@
  */
 #define DEFAULT_TOLERANCE_NS 10000ULL
 #define MAX_TRIES 8		/* reads spoilt by updates that completed */
+#ifndef MAX_WAIT_TSC
 #define MAX_WAIT_TSC (1ULL << 32)	/* for an update in progress: 1-2 s */
+#endif
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -305,10 +308,13 @@ static bool adopt_page(struct mapping *m, const void *p, size_t size)
 {
 	const struct pvread_header *h = p;
 
-	if (size < sizeof(*h) || h->magic != PVREAD_MAGIC ||
+	if ((uintptr_t)p % _Alignof(struct pvread_header) ||
+	    size < sizeof(*h) || h->magic != PVREAD_MAGIC ||
 	    h->abi_version != PVREAD_ABI_VERSION || h->map_size > size ||
 	    h->record_stride < sizeof(struct pvread_record) ||
 	    h->record_offset < sizeof(*h) || h->nr_records > PVREAD_MAX_RECORDS ||
+	    (h->record_offset | h->record_stride) %
+	    _Alignof(struct pvread_record) ||
 	    (uint64_t)h->record_offset +
 	    (uint64_t)h->nr_records * h->record_stride > h->map_size)
 		return false;
@@ -793,24 +799,27 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
 {
 	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
 	const struct pvread_clock_base *m, *r;
-	int64_t csec = LOAD(c->sec), cns = (int64_t)LOAD(c->snsec);
+	/* 128 bits: a page no module wrote cannot make it overflow. */
+	__int128 csec = LOAD(c->sec), cns = (int64_t)LOAD(c->snsec);
 
 	if (unlikely((uint64_t)cns >= NSEC_PER_SEC))
 		return READ_NO_INVALID;
 	if (clock == CLOCK_REALTIME) {
 		m = &h->line.base[CLOCK_MONOTONIC];
 		r = &h->line.base[CLOCK_REALTIME];
-		csec -= LOAD(m->sec) - LOAD(r->sec);
+		csec -= (__int128)LOAD(m->sec) - LOAD(r->sec);
 		cns -= (int64_t)(LOAD(m->snsec) >> 32) -
 		       (int64_t)(LOAD(r->snsec) >> 32);
 	}
-	/* ns may exceed a second (set_ts() normalises); cns within +-2 s */
-	if ((*sec - csec) * NSEC_PER_SEC + (int64_t)*ns - cns < 0) {
+	/* ns may exceed a second (set_ts() normalises); cns within +-5 s */
+	if (((__int128)*sec - csec) * NSEC_PER_SEC + *ns - cns < 0) {
 		while (cns < 0) {
 			cns += NSEC_PER_SEC;
 			csec--;
 		}
-		*sec = csec;
+		if (unlikely(csec < 0 || csec > KTIME_SEC_MAX))
+			return READ_NO_INVALID;
+		*sec = (int64_t)csec;
 		*ns = (uint64_t)cns;
 	}
 	return READ_OK;
@@ -883,6 +892,9 @@ static ALWAYS_INLINE enum read_result try_read(struct process *p,
 	RMB();
 	if (unlikely(LOAD(h->seq) != seq))
 		return READ_RETRY;
+	/* The kernel's clocks are s64 ns: beyond them, no module wrote it. */
+	if (unlikely((uint64_t)sec > KTIME_SEC_MAX))
+		return READ_NO_INVALID;
 	if (timens_shifts(clock)) {
 		sec += m->ns.sec[clock];
 		ns += (uint64_t)m->ns.nsec[clock];
@@ -945,9 +957,11 @@ static ALWAYS_INLINE uint32_t read_fast(struct process *p,
 	return mode;
 }
 
+/* Unsigned: a page no module wrote may make it wrap, never UB. */
 static inline int64_t ns_of(const struct timespec *ts)
 {
-	return ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
+	return (int64_t)((uint64_t)ts->tv_sec * NSEC_PER_SEC +
+			 (uint64_t)ts->tv_nsec);
 }
 
 static inline void set_ns(struct timespec *ts, int64_t v)
@@ -1060,7 +1074,7 @@ void not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 			break;
 		tries++;
 	}
-	if (tries == MAX_TRIES || !span)
+	if (tries == MAX_TRIES || !span || (uint64_t)sec > KTIME_SEC_MAX)
 		return;
 	d = pvread_line_delta(tsc, stamp);
 	if (d > span)
@@ -1387,7 +1401,7 @@ static int get_info(struct pvread_info *info)
 	enum pvread_slow_reason why;
 	const struct pvread_header *h;
 	struct timespec ts;
-	uint32_t seq;
+	uint32_t seq, shift;
 
 	*info = (struct pvread_info){ 0 };
 	if (!m)
@@ -1409,10 +1423,13 @@ static int get_info(struct pvread_info *info)
 		info->line_state = LOAD(h->line_state);
 		info->tsc_warp = LOAD(h->tsc_warp);
 		info->line_anchors = LOAD(h->line.anchors);
-		info->last_update_ns =
-			LOAD(h->tk.base[CLOCK_MONOTONIC].sec) * NSEC_PER_SEC +
-			(int64_t)(LOAD(h->tk.base[CLOCK_MONOTONIC].snsec) >>
-				  LOAD(h->tk.shift));
+		/* Unsigned, and any shift: a page no module wrote is no UB. */
+		shift = LOAD(h->tk.shift);
+		info->last_update_ns = (int64_t)
+			((uint64_t)LOAD(h->tk.base[CLOCK_MONOTONIC].sec) *
+			 NSEC_PER_SEC +
+			 (shift < 64 ?
+			  LOAD(h->tk.base[CLOCK_MONOTONIC].snsec) >> shift : 0));
 		RMB();
 		if (!(seq & 1) && LOAD(h->seq) == seq)
 			break;

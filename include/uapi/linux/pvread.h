@@ -260,8 +260,13 @@ struct pvread_kernel_time {
 #define PVREAD_IOC_REFERENCE	_IOR(PVREAD_IOC_MAGIC, 1, struct pvread_reference)
 #define PVREAD_IOC_KERNEL_TIME	_IOR(PVREAD_IOC_MAGIC, 2, struct pvread_kernel_time)
 
-/* The layout is ABI: any change here must fail the build, not a reader. */
-#ifndef __cplusplus
+/*
+ * The layout is ABI: any change here must fail the build, not a reader.
+ * C11's _Static_assert; a C99 or C++ program including this header first
+ * builds without the checks (the kernel and libpvread make them).
+ */
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && \
+	__STDC_VERSION__ >= 201112L
 #define __PVREAD_ASSERT_OFFSET(type, member, off) \
 	_Static_assert(__builtin_offsetof(type, member) == (off), \
 		       #type "." #member " moved")
@@ -292,6 +297,6 @@ __PVREAD_ASSERT_OFFSET(struct pvread_header, line, 408);
 _Static_assert(sizeof(struct pvread_header) == 712, "header size");
 _Static_assert(sizeof(struct pvread_reference) == 24, "reference size");
 _Static_assert(sizeof(struct pvread_kernel_time) == 144, "kernel_time size");
-#endif /* __cplusplus */
+#endif /* C11 */
 
 #endif /* _UAPI_LINUX_PVREAD_H */
