@@ -40,6 +40,17 @@ MUTANTS=(
     "realtime-held-at-monotonic-coarse|src/pvread.c|s{\tif \(clock == CLOCK_REALTIME\) \{\n\t\tm = &h->line}{\tif \(0\) \{\n\t\tm = &h->line}s"
     "tk-overflow-not-checked|src/arith.h|s{\tif \(__builtin_mul_overflow\(delta, mult, &p\) \|\|\n\t    __builtin_add_overflow\(p, snsec, out\)\)\n\t\treturn -1;}{\t*out = snsec + delta * mult;\n\t\(void\)p;}s"
     "line-base-past-second-accepted|src/arith.h|s{ \|\|\n\t    snsec >= PVREAD_ARITH_NSEC_PER_SEC << 32\)}{\)}s"
+    "childrens-timens-offsets-taken|src/pvread.c|s{\tns->unknown = !own_timens_is_childrens\(\);}{\tns->unknown = false;}s"
+    "state-not-wiped-in-children|src/pvread.c|s{\tmadvise\(p, size, MADV_WIPEONFORK\);}{}s"
+    "open-a-cancellation-point|src/pvread.c|s{return \(int\)syscall\(SYS_openat, AT_FDCWD, path, flags \| O_CLOEXEC\);}{return open(path, flags | O_CLOEXEC);}s"
+    "signals-not-blocked-while-mapping|src/pvread.c|s{\tpthread_sigmask\(SIG_SETMASK, &all, &old\);\n\tif \(!atomic_compare_exchange_strong\(&p->map_state}{\tif (!atomic_compare_exchange_strong(&p->map_state}s"
+    "lift-beyond-tolerance|src/pvread.c|s{\t\tif \(!full\) \{}{\t\tif (0) \{}s"
+    "no-hold-at-the-line|src/pvread.c|s{\tnot_below_line\(p, clock, ts, true\);}{\tnot_below_line(p, clock, ts, false);}s"
+    "stuck-record-forgotten|src/pvread.c|s{return record_stuck\(p, cpu, version\) \? READ_NO_STUCK : READ_BUSY;}{return READ_BUSY;}s"
+    "record-copy-not-cleared|src/pvread.c|s{\tmemset\(rec, 0, sizeof\(\*rec\)\);\n}{}s"
+    "misaligned-records-accepted|src/pvread.c|s{ \|\|\n\t    \(h->record_offset \| h->record_stride\) %\n\t    _Alignof\(struct pvread_record\)}{}s"
+    "page-seconds-unchecked|src/pvread.c|s{\tif \(unlikely\(\(uint64_t\)sec > KTIME_SEC_MAX\)\)\n\t\treturn READ_NO_INVALID;}{}s"
+    "vdso-not-used|src/kernel.c|s{\tvdso_clock_gettime = \(clock_gettime_fn\)vdso_sym\(base,}{\tvdso_clock_gettime = NULL; (void)vdso_sym(base,}s"
 )
 
 want=("$@")
@@ -63,7 +74,8 @@ try_mutant() {
     fi
     # Without -Werror: a mutant may leave a variable or function unused.
     if ! make -s -C "$t/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
-            build/test/read build/test/arith >"$t/build.log" 2>&1; then
+            build/test/read build/test/arith build/test/fallback-static \
+            >"$t/build.log" 2>&1; then
         { echo "not ok - $name: the mutant does not build"
           sed 's/^/#   /' "$t/build.log" | tail -5; } >"$tmp/$n.res"
         echo broken >"$tmp/$n.verdict"
@@ -73,6 +85,7 @@ try_mutant() {
     # the pipe; the next line they print ends them).
     caught=$(cd "$t/user" &&
              { timeout 120 ./build/test/arith 2>&1 &&
+               timeout 120 ./build/test/fallback-static 2>&1 &&
                timeout 120 ./build/test/read 2>&1 ||
                echo "not ok - the tests exit $? (timeout: 124)"; } |
              grep -m1 -E '^not ok' | sed 's/^not ok [0-9]* - //')

@@ -1422,6 +1422,7 @@ static int info_sizes(void)
 static int use_page_errors(void)
 {
 	struct timespec ts;
+	uint32_t nr, off;
 	char junk[8192] = { 0 };
 
 	if (pvread_use_page(junk, sizeof(junk)) != -1 || errno != EINVAL)
@@ -1430,6 +1431,20 @@ static int use_page_errors(void)
 		return 1;
 	if (pvread_use_page(page.hdr, 100) != -1 || errno != EINVAL)
 		return 1;
+	/* Records the CPU would read misaligned (all within the page): refused. */
+	nr = page.hdr->nr_records;
+	off = page.hdr->record_offset;
+	page.hdr->nr_records = 1;
+	page.hdr->record_offset = off - 4;
+	if (pvread_use_page(page.hdr, page.size) != -1 || errno != EINVAL)
+		return 1;
+	page.hdr->record_offset = off - 8;
+	page.hdr->record_stride += 4;
+	if (pvread_use_page(page.hdr, page.size) != -1 || errno != EINVAL)
+		return 1;
+	page.hdr->record_stride -= 4;
+	page.hdr->record_offset = off;
+	page.hdr->nr_records = nr;
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);	/* chooses /dev/pvread */
 	return pvread_use_page(page.hdr, page.size) != -1 || errno != EBUSY;
 }
@@ -1621,7 +1636,7 @@ static int hostile_page(void)
 	r = synthetic_record(&page, 0);
 	good = *h;
 	good_r = *r;
-	for (i = 0; i < 6; i++) {
+	for (i = 0; i < 7; i++) {
 		const char *what = "";
 
 		synthetic_tick(&page);
@@ -1655,6 +1670,10 @@ static int hostile_page(void)
 		case 5:
 			what = "MONOTONIC_COARSE base 2^63 ns";
 			h->tk.base[CLOCK_MONOTONIC_COARSE].snsec = 1ULL << 63;
+			break;
+		case 6:
+			what = "MONOTONIC base 2^62 s, beyond the kernel's s64 ns";
+			h->tk.base[CLOCK_MONOTONIC].sec = 1LL << 62;
 			break;
 		}
 		synthetic_write_end(&page);
