@@ -7,12 +7,16 @@
  * Every call answers like its libc namesake.  When the fast path cannot
  * vouch for its answer -- no module, a clocksource other than "xen", records
  * being rewritten, a published error bound above the caller's tolerance --
- * the call is the libc call: the kernel's answer, for the clocks that never
- * go back held at or above what the process returned before (below).
+ * the kernel answers (its vDSO, else the system call; never a
+ * clock_gettime() another library or the program defines): for the clocks
+ * that never go back held at or above what the process returned before
+ * (below).
  *
  * The tolerance is PVREAD_MAX_ERROR_NS from the environment, read once at
  * the first call: the largest deviation from the kernel's clock, in ns, the
  * caller accepts (default 10000, 10 us; 0 accepts only exact readings).
+ * Anything but decimal digits is the default; set-user-ID programs ignore
+ * it (secure_getenv()).
  *
  * CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME and
  * CLOCK_MONOTONIC_COARSE never go back within a process, on any thread and
@@ -24,23 +28,36 @@
  * and process that reads the page's line, and write no shared memory.  The
  * kernel's clock may be behind the line by up to the bound, so once a
  * process has returned a line reading, the kernel's answer to those clocks
- * (a fallback) is lifted to the line's value at the TSC now, clamped to
- * the line's ends: never below a line reading returned before it began, in
- * any process, and above the kernel's answer by at most the bound.  A
- * process that never returned one gets the kernel's exact answer.  Per-CPU
- * readings are not ordered across processes, nor a fallback against line
- * readings that begin after it in another process (it may be ahead by up
- * to the bound), nor REALTIME and TAI, which the kernel steps.
+ * (a fallback) is lifted towards the line's value at the TSC now, clamped
+ * to the line's ends: the first fallback after line readings to the line
+ * (the floor then holds it), later ones by at most the tolerance above the
+ * kernel's answer, so that the error decays to the tolerance when the line
+ * runs ahead.  A fallback is never below a line reading returned before it
+ * began in this process, or in another whose tolerance is no larger.  A
+ * process that never returned one, or whose tolerance is 0, gets the
+ * kernel's exact answer.  Per-CPU readings are not ordered across
+ * processes, nor a fallback against line readings that begin after it in
+ * another process (it may be ahead by up to the bound), nor REALTIME and
+ * TAI, which the kernel steps.
  *
- * All functions are thread-safe.  The first call maps the device (getenv,
- * open, mmap, close, a read of /proc/self/timens_offsets, at most one line
- * on stderr for a bad PVREAD_MAX_ERROR_NS); a signal handler or thread
- * that races with it takes the slow path meanwhile.  After it the clock
- * functions are async-signal-safe and make no system call unless they
- * fall back; a read waits for an update in progress, for 1-2 s at most.
+ * All functions are thread-safe.  The first call maps the device
+ * (secure_getenv, open, mmap, close, /proc/self/timens_offsets and the
+ * ns/time links, through syscall(2): no cancellation point; every signal
+ * blocked while its state is half made; nothing printed); a signal handler
+ * or thread that races with it is answered by the kernel meanwhile.  After
+ * it the clock functions are async-signal-safe, write no memory and make
+ * no system call unless they fall back; a read waits for an update in
+ * progress, for 1-2 s at most, once per update that never completes.  The
+ * library may be dlopen()ed, in any number of copies.
  *
- * In a time namespace the namespace's offsets are added, as the vDSO does
- * (read at the first call, and again in a child after fork()).
+ * In a time namespace the namespace's offsets are added, as the vDSO does.
+ * They are read at the first call, in this process and again in every
+ * child that does not share its memory (fork(), _Fork(), clone(): the
+ * library's state is in a page the kernel zeroes there).  A process whose
+ * children go to another time namespace than its own (after
+ * unshare(CLONE_NEWTIME)) cannot read its own offsets: the clocks they
+ * shift are the kernel's there.  setns(2) after the first read is not
+ * noticed: pvread(3).
  */
 #ifndef PVREAD_H
 #define PVREAD_H
@@ -68,7 +85,8 @@ PVREAD_API time_t pvread_time(time_t *t);
  * benchmarks on machines without the module.  The page must stay valid for
  * the life of the process.  Call it before any read: -1 with errno EBUSY
  * once the library has chosen its page, EINVAL if @page is not one it can
- * read (wrong magic or ABI version, records outside @size).
+ * read (wrong magic or ABI version, not 8-byte aligned, records outside
+ * @size or misaligned), ENOMEM without memory for the process's state.
  */
 PVREAD_API int pvread_use_page(const void *page, size_t size);
 
@@ -128,7 +146,7 @@ PVREAD_API int pvread_sample_pvclock(struct pvread_sample *sample);
 PVREAD_API int pvread_sample_pvclock_size(struct pvread_sample *sample,
 					  size_t size);
 
-/* Why a read was answered by libc's clock_gettime. */
+/* Why a read was answered by the kernel (its vDSO or the system call). */
 enum pvread_slow_reason {
 	PVREAD_SLOW_OTHER,	/* a clock the page does not serve, a bad argument */
 	PVREAD_SLOW_NO_PAGE,	/* no /dev/pvread, or a page this library cannot read */

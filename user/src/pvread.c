@@ -2,7 +2,7 @@
 /*
  * libpvread: the read path.  See include/uapi/linux/pvread.h for the page
  * and the arithmetic; every step that cannot vouch for its answer returns
- * false and the caller asks libc instead.
+ * false and the caller asks the kernel instead (kernel.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -58,7 +58,7 @@
 struct timens {
 	int64_t sec[PVREAD_NR_CLOCK_BASES];
 	int64_t nsec[PVREAD_NR_CLOCK_BASES];	/* [0, NSEC_PER_SEC) */
-	bool unknown;		/* offsets unreadable: those clocks are libc's */
+	bool unknown;		/* offsets unreadable: those clocks are the kernel's */
 };
 
 struct mapping {
@@ -509,7 +509,7 @@ __attribute__((constructor)) static void pvread_init(void)
 	pthread_atfork(NULL, NULL, pvread_atfork_child);
 }
 
-/* One attempt's outcome; the READ_NO_* name the reason libc must answer. */
+/* One attempt's outcome; the READ_NO_* name the reason the kernel must answer. */
 enum read_result {
 	READ_OK,
 	READ_BUSY,		/* an update is being written */
@@ -828,7 +828,7 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
 /*
  * One attempt at the page's answer for @clock: READ_OK with the mode that
  * gave it in *@mode, READ_BUSY while an update is being written, READ_RETRY
- * when one completed under us, READ_NO_* when libc must answer.
+ * when one completed under us, READ_NO_* when the kernel must answer.
  */
 static ALWAYS_INLINE enum read_result try_read(struct process *p,
 					       const clockid_t clock,
@@ -912,7 +912,7 @@ struct attempts {
 /*
  * After attempt result @r: true to try again (an update in progress, waited
  * for as the kernel would; one that completed, a few times), false with the
- * reason in *@why when libc must answer.
+ * reason in *@why when the kernel must answer.
  */
 static __attribute__((noinline, cold))
 bool try_again(struct process *p, enum read_result r,
@@ -940,7 +940,7 @@ bool try_again(struct process *p, enum read_result r,
 
 /*
  * The page's answer for @clock, and the mode that gave it; PVREAD_MODE_NONE
- * when libc must answer, for the reason in *@why.  One loop, as the vDSO's.
+ * when the kernel must answer, for the reason in *@why.  One loop, as the vDSO's.
  */
 static ALWAYS_INLINE uint32_t read_fast(struct process *p,
 					const clockid_t clock,
