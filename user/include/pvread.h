@@ -33,22 +33,30 @@
  * (the floor then holds it), later ones by at most the tolerance above the
  * kernel's answer, so that the error decays to the tolerance when the line
  * runs ahead.  A fallback is never below a line reading returned before it
- * began in this process, or in another whose tolerance is no larger.  A
- * process that never returned one, or whose tolerance is 0, gets the
- * kernel's exact answer.  Per-CPU readings are not ordered across
+ * began in this process, nor, once this process has returned line
+ * readings itself, in another whose tolerance is no larger.  A process
+ * that never returned one (a child that does not share its parent's
+ * memory starts so), or whose tolerance is 0, gets the kernel's exact
+ * answer.  Per-CPU readings are not ordered across
  * processes, nor a fallback against line readings that begin after it in
  * another process (it may be ahead by up to the bound), nor REALTIME and
  * TAI, which the kernel steps.
  *
  * All functions are thread-safe.  The first call maps the device
  * (secure_getenv, open, mmap, close, /proc/self/timens_offsets and the
- * ns/time links, through syscall(2): no cancellation point; every signal
- * blocked while its state is half made; nothing printed); a signal handler
- * or thread that races with it is answered by the kernel meanwhile.  After
- * it the clock functions are async-signal-safe, write no memory and make
- * no system call unless they fall back; a read waits for an update in
- * progress, for 1-2 s at most, once per update that never completes.  The
- * library may be dlopen()ed, in any number of copies.
+ * ns/time links; open, read, close and readlink through syscall(2), so no
+ * cancellation point; every signal that can be blocked blocked while its
+ * state is half made; nothing printed); a signal handler or thread that
+ * races with it is answered by the kernel meanwhile.  After it the clock
+ * functions take no lock, allocate nothing and make no system call unless
+ * they fall back, and are async-signal-safe; a line or stable reading
+ * writes no memory unless it meets an update or a floor.  A read waits for
+ * an update in progress, for 1-2 s at most, once per update that never
+ * completes (of the header, or of a few records).  The library may be
+ * dlopen()ed, in any number of copies; there, glibc allocates a thread's
+ * counters (pvread_get_stats()) when the thread first writes one, so make
+ * one read that falls back on a thread before its signal handlers read the
+ * clock.
  *
  * In a time namespace the namespace's offsets are added, as the vDSO does.
  * They are read at the first call, in this process and again in every
@@ -83,7 +91,8 @@ PVREAD_API time_t pvread_time(time_t *t);
  * Read from @page, @size bytes laid out as <linux/pvread.h> describes,
  * instead of mapping /dev/pvread: for tests of the arithmetic and for
  * benchmarks on machines without the module.  The page must stay valid for
- * the life of the process.  Call it before any read: -1 with errno EBUSY
+ * the life of the process, and of its children that read the clock (they
+ * adopt it again).  Call it before any read: -1 with errno EBUSY
  * once the library has chosen its page, EINVAL if @page is not one it can
  * read (wrong magic or ABI version, not 8-byte aligned, records outside
  * @size or misaligned), ENOMEM without memory for the process's state.
@@ -168,9 +177,10 @@ enum pvread_slow_reason {
 
 /*
  * Per-thread counters of how reads were answered, written only when a read
- * leaves the fast path: a read answered from the page writes nothing (a
- * count would cost every read a thread-local write), so the reads of a
- * thread that the kernel did not answer are its reads less "slow".
+ * falls back, retries or is raised to a floor: reads answered from the
+ * page are not counted (a count would cost every read a thread-local
+ * write), so the reads of a thread that the kernel did not answer are its
+ * reads less "slow".
  * pvread_get_stats() fills the struct as libpvread 0.2 defined it;
  * pvread_get_stats_size() the first @size bytes (sizeof(*stats) as the
  * caller was compiled), zeroing fields the library does not know: 0, or -1

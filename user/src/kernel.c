@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <elf.h>
+#include <stdatomic.h>
 #include <link.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -23,15 +24,20 @@
 
 #include "internal.h"
 
+#ifndef __x86_64__
+#error "x86-64 only: the vDSO and system call here take the 64-bit timespec"
+#endif
+
 typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
 typedef int (*gettimeofday_fn)(struct timeval *, void *);
 
 /*
- * Found once, in the constructor below (before main(), before any thread
- * of the program's), and only read afterwards.  NULL: the system call.
+ * Found once, in the constructor below, and only read afterwards; atomic,
+ * as a constructor of another library may start a thread that reads the
+ * clock before it runs.  NULL: the system call.
  */
-static clock_gettime_fn vdso_clock_gettime;
-static gettimeofday_fn vdso_gettimeofday;
+static _Atomic(clock_gettime_fn) vdso_clock_gettime;
+static _Atomic(gettimeofday_fn) vdso_gettimeofday;
 
 /* Does version index @ndx of the vDSO name @want ("LINUX_2.6")? */
 static int version_is(const ElfW(Verdef) *def, ElfW(Half) ndx,
@@ -130,19 +136,24 @@ __attribute__((constructor)) static void find_vdso(void)
 
 	if (!base)
 		return;
-	vdso_clock_gettime = (clock_gettime_fn)vdso_sym(base,
-							"__vdso_clock_gettime");
-	vdso_gettimeofday = (gettimeofday_fn)vdso_sym(base,
-						      "__vdso_gettimeofday");
+	atomic_store_explicit(&vdso_clock_gettime, (clock_gettime_fn)
+			      vdso_sym(base, "__vdso_clock_gettime"),
+			      memory_order_relaxed);
+	atomic_store_explicit(&vdso_gettimeofday, (gettimeofday_fn)
+			      vdso_sym(base, "__vdso_gettimeofday"),
+			      memory_order_relaxed);
 }
 
 /* As clock_gettime(2): 0, or -1 with errno set. */
 int pvread_kernel_clock_gettime(clockid_t clock, struct timespec *ts)
 {
+	clock_gettime_fn vdso = atomic_load_explicit(&vdso_clock_gettime,
+						     memory_order_relaxed);
+
 	/* The vDSO writes through @ts unchecked: EFAULT is the kernel's. */
-	if (vdso_clock_gettime && ts) {
+	if (vdso && ts) {
 		/* The vDSO returns the system call's -errno, as the kernel. */
-		int ret = vdso_clock_gettime(clock, ts);
+		int ret = vdso(clock, ts);
 
 		if (ret >= 0)
 			return ret;
@@ -154,8 +165,11 @@ int pvread_kernel_clock_gettime(clockid_t clock, struct timespec *ts)
 
 int pvread_kernel_gettimeofday(struct timeval *tv, void *tz)
 {
-	if (vdso_gettimeofday && tv) {
-		int ret = vdso_gettimeofday(tv, tz);
+	gettimeofday_fn vdso = atomic_load_explicit(&vdso_gettimeofday,
+						    memory_order_relaxed);
+
+	if (vdso && tv) {
+		int ret = vdso(tv, tz);
 
 		if (ret >= 0)
 			return ret;
@@ -165,8 +179,9 @@ int pvread_kernel_gettimeofday(struct timeval *tv, void *tz)
 	return (int)syscall(SYS_gettimeofday, tv, tz);
 }
 
-/* Is the kernel's answer the vDSO's?  For pvread_get_info(). */
+/* Is the kernel's answer the vDSO's?  For the tests. */
 int pvread_kernel_has_vdso(void)
 {
-	return vdso_clock_gettime != NULL;
+	return atomic_load_explicit(&vdso_clock_gettime,
+				    memory_order_relaxed) != NULL;
 }

@@ -95,7 +95,9 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
  * can be returned after that answer and stay above the floor.
  */
 #define MODE_SEEN_SEEDING 0x100
-#define MODE_SEEN_HOLDING 0x101	/* see slow_clock_gettime() */
+#define MODE_SEEN_SEEDING_FROM_LINE 0x101	/* after line readings */
+#define MODE_SEEN_HOLDING 0x102	/* see slow_clock_gettime() */
+#define HOLD_MARGIN_TSC 4096	/* see not_below_line() */
 
 /* Records whose update did not complete, remembered: a few suffice. */
 #define NR_STUCK_RECORDS 16
@@ -245,11 +247,14 @@ static int own_timens_is_childrens(void)
 	char own[64], children[64];
 	ssize_t a, b;
 
+	int a_errno;
+
 	a = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/ns/time", own,
 		    sizeof(own));
+	a_errno = errno;
 	b = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/ns/time_for_children",
 		    children, sizeof(children));
-	if (a < 0 && b < 0 && errno == ENOENT)
+	if (a < 0 && b < 0 && a_errno == ENOENT && errno == ENOENT)
 		return 1;
 	return a > 0 && a == b && a < (ssize_t)sizeof(own) &&
 	       !memcmp(own, children, (size_t)a);
@@ -362,10 +367,11 @@ fail:
 
 /*
  * This process's page, made at its first call (of any thread: the loser
- * of a race gives its page back).  NULL if there is no memory for it.  A
- * kernel without MADV_WIPEONFORK (before 4.14; no time namespaces there)
- * leaves the page to the fork() handler below; _Fork() and clone()
- * children then inherit their parent's state, in the same namespace.
+ * of a race gives its page back).  NULL if there is no memory for it.  On
+ * a kernel without MADV_WIPEONFORK (before 4.14, which has no time
+ * namespaces) children inherit their parent's state, in their parent's
+ * namespace: correct, and slow for good only where a thread of the parent
+ * was mapping or seeding at the fork.
  */
 static __attribute__((noinline, cold)) struct process *make_process(void)
 {
@@ -389,14 +395,15 @@ static __attribute__((noinline, cold)) struct process *make_process(void)
 }
 
 /*
- * Take this process's mapping from MAP_UNTRIED to MAP_BUSY, and back to
- * @state after @make; with every signal blocked, so that no handler can
- * siglongjmp() out of the middle, and with system calls that are no
- * cancellation points.  False if another thread did it first.
+ * Take this process's mapping from MAP_UNTRIED to MAP_BUSY, then to
+ * MAP_READY if @make made it, else to @failed; with every signal blocked,
+ * so that no handler can siglongjmp() out of the middle, and with system
+ * calls that are no cancellation points.  False if another thread did it
+ * first.
  */
 static bool make_mapping(struct process *p,
 			 bool (*make)(struct mapping *, const void *, size_t),
-			 const void *page, size_t size, bool *made)
+			 const void *page, size_t size, int failed, bool *made)
 {
 	int state = MAP_UNTRIED, saved_errno = errno;
 	sigset_t all, old;
@@ -408,7 +415,7 @@ static bool make_mapping(struct process *p,
 		return false;
 	}
 	*made = make(&p->map, page, size);
-	atomic_store_explicit(&p->map_state, *made ? MAP_READY : MAP_ABSENT,
+	atomic_store_explicit(&p->map_state, *made ? MAP_READY : failed,
 			      memory_order_release);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = saved_errno;
@@ -437,7 +444,8 @@ static __attribute__((noinline, cold)) struct process *first_map(void)
 		p = make_process();
 	if (!p)
 		return NULL;
-	if (!make_mapping(p, map_inherited_or_device, NULL, 0, &made))
+	if (!make_mapping(p, map_inherited_or_device, NULL, 0, MAP_ABSENT,
+			  &made))
 		made = atomic_load_explicit(&p->map_state,
 					    memory_order_acquire) == MAP_READY;
 	return made ? p : NULL;
@@ -478,35 +486,17 @@ int pvread_use_page(const void *page, size_t size)
 		errno = ENOMEM;
 		return -1;
 	}
-	if (!make_mapping(p, adopt_given_page, page, size, &made)) {
+	/* Refused: nothing chosen, a later call may give a page or map. */
+	if (!make_mapping(p, adopt_given_page, page, size, MAP_UNTRIED,
+			  &made)) {
 		errno = EBUSY;
 		return -1;
 	}
 	if (!made) {
-		/* Not chosen: a later call may give a page, or map the device. */
-		atomic_store_explicit(&p->map_state, MAP_UNTRIED,
-				      memory_order_release);
 		errno = EINVAL;
 		return -1;
 	}
 	return 0;
-}
-
-/*
- * A child of fork() where MADV_WIPEONFORK did not zero the page: zero it
- * (it is the child's only thread).  Where it did, this finds it zero.
- */
-static void pvread_atfork_child(void)
-{
-	struct process *p = atomic_load(&the_process);
-
-	if (p)
-		memset(p, 0, sizeof(*p));
-}
-
-__attribute__((constructor)) static void pvread_init(void)
-{
-	pthread_atfork(NULL, NULL, pvread_atfork_child);
 }
 
 /* One attempt's outcome; the READ_NO_* name the reason the kernel must answer. */
@@ -1026,7 +1016,7 @@ static inline void respect_floor(struct process *p, clockid_t clock,
  * the answer to the floor.
  */
 static __attribute__((noinline, cold))
-void not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
+bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 		    bool full)
 {
 	const struct mapping *m = &p->map;
@@ -1039,8 +1029,9 @@ void not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 	int64_t sec, above;
 	int tries;
 
+	/* Shifted clocks are never read from the page then: nothing to hold. */
 	if (m->ns.unknown)
-		return;
+		return true;
 	for (tries = 0; tries < MAX_TRIES;) {
 		seq = LOAD(h->seq);
 		RMB();
@@ -1049,11 +1040,13 @@ void not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 
 			if (seq == atomic_load_explicit(&p->stuck_seq,
 							memory_order_relaxed))
-				return;
-			if (!since)
+				return false;
+			if (!since) {
 				since = now;
-			else if (now - since > MAX_WAIT_TSC)
-				return;
+			} else if (now - since > MAX_WAIT_TSC) {
+				remember_stuck(p);
+				return false;
+			}
 			_mm_pause();
 			continue;
 		}
@@ -1074,17 +1067,28 @@ void not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 			break;
 		tries++;
 	}
-	if (tries == MAX_TRIES || !span || (uint64_t)sec > KTIME_SEC_MAX)
-		return;
+	if (tries == MAX_TRIES)
+		return false;
+	/* No line, or none a module writes: nothing anyone read from it. */
+	if (!span || (uint64_t)sec > KTIME_SEC_MAX)
+		return true;
+	/*
+	 * Lifting to the line: a little past this TSC.  A line reading that
+	 * saw the clock's mode_seen still LINE may have read the TSC after
+	 * this, the rdtsc running late past that load; not by more than the
+	 * CPU can keep in flight, far fewer ticks than these.
+	 */
+	if (full)
+		tsc += HOLD_MARGIN_TSC;
 	d = pvread_line_delta(tsc, stamp);
 	if (d > span)
 		d = span;
 	if (!pvread_line_ns(d, mul, shift, snsec, &ns))
-		return;
+		return true;
 	set_ts(&line, sec + m->ns.sec[clock], ns + (uint64_t)m->ns.nsec[clock]);
 	above = ns_of(&line) - ns_of(ts);
 	if (above <= 0)
-		return;
+		return true;
 	stats.lifted++;
 	most = m->tolerance_ns;
 	if ((uint64_t)above > most) {
@@ -1099,23 +1103,27 @@ void not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 		}
 	}
 	*ts = line;
+	return true;
 }
 
 /*
  * The kernel's answer: the one fallback of every read.  For the clocks
  * that never go back, lifted towards the line if this process has read
- * it, then to the floor, which it raises.  @p: NULL without a mapping.
+ * it, then to the floor, which it raises.  @p: NULL without a mapping (yet).
  *
  * Line readings do not raise the floor (that would be a shared write on
  * every read), so while a clock's mode_seen is PVREAD_MODE_LINE the floor
  * does not hold them: the first fallback then notes MODE_SEEN_HOLDING,
  * lifts fully to the line and raises the floor there, then notes
- * PVREAD_MODE_NONE (the floor holds every reading returned); a fallback
- * that sees LINE, HOLDING or SEEDING lifts fully, any later one only
- * within the tolerance, held by the floor meanwhile: its error decays to
- * the tolerance as the kernel's clock catches up, instead of following a
- * line that runs ahead.  A line reading that sees NONE notes LINE again
- * (enter_mode()).  Signals are blocked while HOLDING, as while seeding.
+ * PVREAD_MODE_NONE (the floor holds every reading returned) -- or LINE
+ * again if the line could not be read (an update that did not complete),
+ * so that the next fallback holds instead.  A fallback that sees HOLDING,
+ * or a seed after line readings, lifts fully too; any other only within
+ * the tolerance, held by the floor meanwhile: its error decays to the
+ * tolerance as the kernel's clock catches up, instead of following a line
+ * that runs ahead.  A line reading that sees NONE notes LINE again; one
+ * that sees HOLDING falls back (enter_mode()).  Signals are blocked while
+ * HOLDING, as while seeding.
  */
 static __attribute__((noinline, cold))
 int slow_clock_gettime(struct process *p, clockid_t clock, struct timespec *ts,
@@ -1124,12 +1132,18 @@ int slow_clock_gettime(struct process *p, clockid_t clock, struct timespec *ts,
 	_Atomic uint32_t *seen_p;
 	uint32_t seen;
 	sigset_t all, old;
+	bool won, held;
 	int ret;
 
 	stats.slow++;
 	stats.slow_by_reason[why]++;
 	ret = pvread_kernel_clock_gettime(clock, ts);
-	if (ret || !never_back(clock) || !p)
+	if (ret || !never_back(clock))
+		return ret;
+	/* Mapping in progress in another thread: the floors hold all the same. */
+	if (!p)
+		p = atomic_load_explicit(&the_process, memory_order_acquire);
+	if (!p)
 		return ret;
 	if (clock == CLOCK_MONOTONIC_COARSE ||
 	    !atomic_load_explicit(&p->line_used, memory_order_relaxed)) {
@@ -1140,18 +1154,22 @@ int slow_clock_gettime(struct process *p, clockid_t clock, struct timespec *ts,
 	seen = atomic_load_explicit(seen_p, memory_order_acquire);
 	if (seen != PVREAD_MODE_LINE) {
 		not_below_line(p, clock, ts, seen == MODE_SEEN_HOLDING ||
-					     seen == MODE_SEEN_SEEDING);
+					     seen == MODE_SEEN_SEEDING_FROM_LINE);
 		apply_floor(p, clock, ts);
 		return ret;
 	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	/* Lose the race, and the winner holds: lift fully all the same. */
-	atomic_compare_exchange_strong(seen_p, &seen, MODE_SEEN_HOLDING);
-	not_below_line(p, clock, ts, true);
+	won = atomic_compare_exchange_strong(seen_p, &seen, MODE_SEEN_HOLDING);
+	held = not_below_line(p, clock, ts, true);
 	apply_floor(p, clock, ts);
-	seen = MODE_SEEN_HOLDING;
-	atomic_compare_exchange_strong(seen_p, &seen, PVREAD_MODE_NONE);
+	if (won) {
+		seen = MODE_SEEN_HOLDING;
+		atomic_compare_exchange_strong(seen_p, &seen, held ?
+					       PVREAD_MODE_NONE :
+					       PVREAD_MODE_LINE);
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ret;
 }
@@ -1186,11 +1204,18 @@ bool enter_mode(struct process *p, clockid_t clock, uint32_t mode,
 		if (atomic_compare_exchange_strong_explicit(seen_p, &seen, mode,
 				memory_order_acq_rel, memory_order_acquire))
 			return false;
-	} else if (seen != MODE_SEEN_SEEDING) {
+	} else if (seen != MODE_SEEN_SEEDING &&
+		   seen != MODE_SEEN_SEEDING_FROM_LINE &&
+		   seen != MODE_SEEN_HOLDING) {
+		/* After line readings the seed is lifted to the line. */
+		uint32_t seeding = seen == PVREAD_MODE_LINE ?
+				   MODE_SEEN_SEEDING_FROM_LINE :
+				   MODE_SEEN_SEEDING;
+
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		if (atomic_compare_exchange_strong_explicit(seen_p, &seen,
-				MODE_SEEN_SEEDING, memory_order_acq_rel,
+				seeding, memory_order_acq_rel,
 				memory_order_acquire)) {
 			slow_clock_gettime(p, clock, ts, PVREAD_SLOW_SEED);
 			atomic_store_explicit(seen_p, mode,
@@ -1200,7 +1225,10 @@ bool enter_mode(struct process *p, clockid_t clock, uint32_t mode,
 		}
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
-	/* Another thread is seeding, or noted a mode first: the kernel's. */
+	/*
+	 * Another thread is seeding or holding, or noted a mode first: the
+	 * kernel's answer.
+	 */
 	slow_clock_gettime(p, clock, ts, PVREAD_SLOW_SEED);
 	return true;
 }
@@ -1341,7 +1369,8 @@ int pvread_sample_pvclock_size(struct pvread_sample *out, size_t size)
 		return -1;
 	}
 	ret = sample_pvclock(sample);
-	copy_sized(out, size, sample, sizeof(*sample));
+	if (!ret)
+		copy_sized(out, size, sample, sizeof(*sample));
 	return ret;
 }
 

@@ -1042,6 +1042,43 @@ static int line_tolerance_after_bound(void)
 	       st1.lift_capped == st0.lift_capped;
 }
 
+/*
+ * The first fallback after line readings holds the floor at the line; if
+ * it cannot read the line (an update in progress that never completes),
+ * the next fallback must hold instead -- not lift within the tolerance
+ * only, below the line readings already returned.
+ */
+static int line_hold_after_stuck_update(void)
+{
+	struct pvread_stats st0, st1;
+	struct timespec line, ts;
+	long below = 0, i;
+
+	setenv("PVREAD_MAX_ERROR_NS", "10000", 1);
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	pause_ticker();
+	/* the bound was wrong: more than a stuck update's wait, 1-2 s */
+	synthetic_line_shift(&page, 5 * NSEC_PER_SEC);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &line);
+	pvread_get_stats_size(&st0, sizeof(st0));
+	synthetic_write_begin(&page);		/* an update that does not complete */
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	synthetic_write_end(&page);
+	synthetic_write_begin(&page);
+	page.hdr->error_bound_ns = 1000000;	/* above the tolerance */
+	synthetic_write_end(&page);
+	for (i = 0; i < 1000; i++) {
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		below += ns_of(&ts) < ns_of(&line);
+	}
+	resume_ticker();
+	pvread_get_stats_size(&st1, sizeof(st1));
+	printf("# line 5 s ahead, an update stuck at the first fallback: %ld of 1000 later fallbacks below the line reading; %llu lifted to the line beyond the tolerance\n",
+	       below, (unsigned long long)(st1.lifted_beyond - st0.lifted_beyond));
+	return below != 0 || st1.lifted_beyond == st0.lifted_beyond;
+}
+
 /* ... and one that never read the line gets the kernel's own answer. */
 static int line_fallback_kernel_exact(void)
 {
@@ -2028,7 +2065,7 @@ static int record_copy_whole(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(43);
+	tap_plan(44);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -2070,6 +2107,7 @@ int main(void)
 	scenario("line: a fallback after line readings is not behind them", line_fallback_not_behind);
 	scenario("line: a process that never read the line gets the kernel's answer", line_fallback_kernel_exact);
 	scenario("line: after the bound crosses the tolerance, answers within it once the first lift is passed", line_tolerance_after_bound);
+	scenario("line: the hold at the line survives an update that does not complete", line_hold_after_stuck_update);
 	scenario("line -> per-CPU -> line: never back", line_percpu_line);
 	scenario("stable -> line -> stable: never back", stable_line_stable);
 	scenario("stable -> per-CPU: every clock seeds its floor, never back", stable_percpu);
