@@ -1794,8 +1794,8 @@ static bool near_kernel(clockid_t clock, const struct timespec *v)
  * A child made after unshare(CLONE_NEWTIME) lives in the new time
  * namespace: its CLOCK_MONOTONIC (and _RAW, _COARSE) and BOOTTIME are the
  * root's plus the offsets, as the vDSO and the system call say.  The
- * library adds them; and the floors the parent left (ahead of the child's
- * BOOTTIME by the negative offset) move with them.
+ * library adds them.  The floors the parent left (ahead of the child's
+ * BOOTTIME by the negative offset) are not the child's: it starts afresh.
  */
 static int time_namespace(void)
 {
@@ -2096,7 +2096,7 @@ int main(void)
 	scenario("writer stuck mid-update: one wait, then at once (stuck); get_info EAGAIN", writer_stuck);
 	scenario("PVREAD_MAX_ERROR_NS: decimal digits only, else the default", tolerance_parsing);
 	scenario("values no module writes: libc's answer (invalid), never garbage", hostile_page);
-	scenario("time namespace: the namespace's clocks, floors moved with them", time_namespace);
+	scenario("time namespace: a child's clocks are its namespace's, the parent's floors not its own", time_namespace);
 	scenario("line page: every clock fast and within the syscalls", line_all_clocks);
 	scenario("line: MONOTONIC_RAW at raw_mul << raw_shift", line_raw_rate);
 	scenario("line: a TSC before the anchor reads as the anchor, fast", line_before_anchor);
