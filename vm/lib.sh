@@ -123,3 +123,36 @@ vm_initrd() {
     cat "$out.head" "$base" "$out.payload" >"$out"
     rm -rf "$stage" "$out.payload" "$out.head"
 }
+
+# host_apt_mirror: the Debian archive this host's apt takes its packages
+# from (the first "deb" source of a suite that is not a -security one, in
+# /etc/apt/sources.list, sources.list.d/*.list or deb822 *.sources), so
+# that the platforms' roots come from the same place; no host is named in
+# the tree.  PVREAD_DEBIAN_MIRROR overrides it.
+host_apt_mirror() {
+    local f uri
+    if [[ -n ${PVREAD_DEBIAN_MIRROR:-} ]]; then
+        echo "$PVREAD_DEBIAN_MIRROR"
+        return
+    fi
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [[ -f $f ]] || continue
+        uri=$(awk '$1 == "deb" {
+                   i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+                   if ($(i + 1) !~ /-security$/) { print $i; exit } }' "$f")
+        [[ -n $uri ]] && { echo "${uri%/}"; return; }
+    done
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [[ -f $f ]] || continue
+        uri=$(awk 'BEGIN { RS = ""; FS = "\n" }
+                   { deb = 0; sec = 0; u = ""
+                     for (i = 1; i <= NF; i++) {
+                         if ($i ~ /^Types:.*(^|[ \t])deb([ \t]|$)/) deb = 1
+                         if ($i ~ /^Suites:.*-security/) sec = 1
+                         if ($i ~ /^URIs:/) { split($i, w, /[ \t]+/); u = w[2] }
+                     }
+                     if (deb && !sec && u != "") { print u; exit } }' "$f")
+        [[ -n $uri ]] && { echo "${uri%/}"; return; }
+    done
+    die "no Debian archive in this host's apt sources: set PVREAD_DEBIAN_MIRROR"
+}
