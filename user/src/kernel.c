@@ -144,6 +144,15 @@ __attribute__((constructor)) static void find_vdso(void)
 			      memory_order_relaxed);
 }
 
+/* The vDSO returns the system call's -errno: as libc, -1 with errno. */
+static int from_vdso(int ret)
+{
+	if (ret >= 0)
+		return ret;
+	errno = -ret;
+	return -1;
+}
+
 /* As clock_gettime(2): 0, or -1 with errno set. */
 int pvread_kernel_clock_gettime(clockid_t clock, struct timespec *ts)
 {
@@ -151,15 +160,8 @@ int pvread_kernel_clock_gettime(clockid_t clock, struct timespec *ts)
 						     memory_order_relaxed);
 
 	/* The vDSO writes through @ts unchecked: EFAULT is the kernel's. */
-	if (vdso && ts) {
-		/* The vDSO returns the system call's -errno, as the kernel. */
-		int ret = vdso(clock, ts);
-
-		if (ret >= 0)
-			return ret;
-		errno = -ret;
-		return -1;
-	}
+	if (vdso && ts)
+		return from_vdso(vdso(clock, ts));
 	return (int)syscall(SYS_clock_gettime, clock, ts);
 }
 
@@ -168,14 +170,8 @@ int pvread_kernel_gettimeofday(struct timeval *tv, void *tz)
 	gettimeofday_fn vdso = atomic_load_explicit(&vdso_gettimeofday,
 						    memory_order_relaxed);
 
-	if (vdso && tv) {
-		int ret = vdso(tv, tz);
-
-		if (ret >= 0)
-			return ret;
-		errno = -ret;
-		return -1;
-	}
+	if (vdso && tv)
+		return from_vdso(vdso(tv, tz));
 	return (int)syscall(SYS_gettimeofday, tv, tz);
 }
 
