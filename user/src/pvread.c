@@ -782,10 +782,19 @@ static ALWAYS_INLINE enum read_result read_records(struct process *p,
  * MONOTONIC_COARSE against it; so neither result ever steps back but for
  * a step of REALTIME itself, and REALTIME_COARSE, the held value less the
  * same offset or less, is never above it.
+ *
+ * A record read in the per-CPU and stable modes needs the same hold: a
+ * vCPU whose record lags the one the kernel read at its last update gets
+ * cycles below cycle_last, so its reading is the base at cycle_last, and
+ * the kernel's NTP adjustment moves that base below the coarse value the
+ * module holds (the kernel's own reads are continuous at the CPU's "now",
+ * past cycle_last).  @base is the page's bases for the fine clocks, their
+ * fractions << @shift.
  */
 static ALWAYS_INLINE enum read_result
-not_below_coarse(const struct pvread_header *h, const clockid_t clock,
-		 int64_t *sec, uint64_t *ns)
+not_below_coarse(const struct pvread_header *h,
+		 const struct pvread_clock_base *base, uint32_t shift,
+		 const clockid_t clock, int64_t *sec, uint64_t *ns)
 {
 	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
 	const struct pvread_clock_base *m, *r;
@@ -795,11 +804,19 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
 	if (unlikely((uint64_t)cns >= NSEC_PER_SEC))
 		return READ_NO_INVALID;
 	if (clock == CLOCK_REALTIME) {
-		m = &h->line.base[CLOCK_MONOTONIC];
-		r = &h->line.base[CLOCK_REALTIME];
+		uint64_t mns, rns;
+
+		m = &base[CLOCK_MONOTONIC];
+		r = &base[CLOCK_REALTIME];
+		if (unlikely(shift > 32))
+			return READ_NO_INVALID;
+		mns = LOAD(m->snsec) >> shift;
+		rns = LOAD(r->snsec) >> shift;
+		/* below a second each, or the loop below could run for ever */
+		if (unlikely(mns >= NSEC_PER_SEC || rns >= NSEC_PER_SEC))
+			return READ_NO_INVALID;
 		csec -= (__int128)LOAD(m->sec) - LOAD(r->sec);
-		cns -= (int64_t)(LOAD(m->snsec) >> 32) -
-		       (int64_t)(LOAD(r->snsec) >> 32);
+		cns -= (int64_t)mns - (int64_t)rns;
 	}
 	/* ns may exceed a second (set_ts() normalises); cns within +-5 s */
 	if (((__int128)*sec - csec) * NSEC_PER_SEC + *ns - cns < 0) {
@@ -870,12 +887,18 @@ static ALWAYS_INLINE enum read_result try_read(struct process *p,
 		r = read_line(&h->line, clock, tsc, snsec, &ns);
 		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
 		    likely(r == READ_OK))
-			r = not_below_coarse(h, clock, &sec, &ns);
+			r = not_below_coarse(h, h->line.base, 32, clock, &sec,
+					     &ns);
 	} else {
 		b = &h->tk.base[clock];
 		sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		r = read_records(p, *mode, clock, snsec, &ns);
+		/* read_records() checked tk.shift against MONOTONIC's base */
+		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
+		    likely(r == READ_OK))
+			r = not_below_coarse(h, h->tk.base, LOAD(h->tk.shift),
+					     clock, &sec, &ns);
 	}
 	if (unlikely(r != READ_OK))
 		return r;

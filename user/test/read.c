@@ -834,6 +834,47 @@ static int line_below_coarse(void)
 }
 
 /*
+ * A record that lags the one the kernel read at its last update converts
+ * to the base at cycle_last, and an NTP adjustment moves that base below
+ * the coarse value the module holds: the record modes hold MONOTONIC and
+ * REALTIME at MONOTONIC_COARSE as the line does (the per-CPU machines saw
+ * CLOCK_MONOTONIC 156 ns below the CLOCK_MONOTONIC_COARSE read before it).
+ */
+static int records_below_coarse(void)
+{
+	const struct pvread_timekeeper *tk;
+	struct pvread_stats st0, st1;
+	struct timespec ts;
+	int64_t csec, cns, want_rt;
+	long bad = 0, i;
+
+	if (adopt(record_mode(), 0))
+		return 1;
+	tk = &page.hdr->tk;
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	csec = ts.tv_sec + 10;
+	cns = 250000000;
+	write_coarse(csec, (uint64_t)cns);
+	/* MONOTONIC_COARSE's instant on the wall clock, as the kernel's bases */
+	want_rt = (csec - (tk->base[CLOCK_MONOTONIC].sec -
+			   tk->base[CLOCK_REALTIME].sec)) * NSEC_PER_SEC + cns -
+		  ((int64_t)(tk->base[CLOCK_MONOTONIC].snsec >> tk->shift) -
+		   (int64_t)(tk->base[CLOCK_REALTIME].snsec >> tk->shift));
+	pvread_get_stats(&st0);
+	for (i = 0; i < 10000; i++) {
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		bad += ts.tv_sec != csec || ts.tv_nsec != cns;
+		pvread_clock_gettime(CLOCK_REALTIME, &ts);
+		bad += ns_of(&ts) != want_rt;
+	}
+	pvread_get_stats(&st1);
+	printf("# records 10 s below the coarse clocks: %ld wrong of 20000, %llu slow; REALTIME %lld.%09ld\n",
+	       bad, (unsigned long long)(st1.slow - st0.slow),
+	       (long long)ts.tv_sec, ts.tv_nsec);
+	return bad || st1.slow - st0.slow > 100;
+}
+
+/*
  * Past tsc_span (the module stopped re-anchoring), or with a shift that
  * would push the delta out of 64 bits, the kernel answers.
  */
@@ -2065,7 +2106,7 @@ static int record_copy_whole(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(44);
+	tap_plan(45);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -2101,6 +2142,7 @@ int main(void)
 	scenario("line: MONOTONIC_RAW at raw_mul << raw_shift", line_raw_rate);
 	scenario("line: a TSC before the anchor reads as the anchor, fast", line_before_anchor);
 	scenario("line: never below the coarse clocks (MONOTONIC, REALTIME, gettimeofday against time)", line_below_coarse);
+	scenario("per-CPU and stable: never below the coarse clocks (MONOTONIC, REALTIME)", records_below_coarse);
 	scenario("line: beyond tsc_span (delta) or a shift out of range (invalid): falls back", line_beyond_span);
 	scenario("line: error bound above PVREAD_MAX_ERROR_NS: falls back (bound)", line_bound_above_tolerance);
 	scenario("line: readings do not raise the floor, only respect it", line_no_shared_write);
