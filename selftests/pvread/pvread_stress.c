@@ -274,7 +274,7 @@ TEST_F_TIMEOUT(stress, everything_moves, STRESS_MAX_SECONDS + 120)
 	pvst_page_sample(&pg);
 	for (i = 0; i < self->cpus.n; i++) {
 		pthread_join(t[i].tid, NULL);
-		reads += t[i].reads;
+		reads += t[i].clock_reads;
 		backwards += t[i].backwards;
 		sampled += t[i].sampled;
 		beyond += t[i].beyond;
