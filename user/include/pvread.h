@@ -120,11 +120,15 @@ struct pvread_info {
 	uint64_t updates;	/* timekeeper updates mirrored */
 	uint64_t tolerance_ns;	/* PVREAD_MAX_ERROR_NS in force */
 	int64_t last_update_ns;	/* CLOCK_MONOTONIC of the last update mirrored */
-	uint32_t stable_record;	/* in PVREAD_MODE_STABLE */
+	uint32_t stable_record;	/* 0: the page has had no stable mode since
+				 * its ABI version 3 (libpvread 0.4) */
 	int fast;		/* 1 when a read now would take the fast path */
 	uint32_t line_state;	/* PVREAD_LINE_*: why the mode is, or is not, line */
 	uint64_t tsc_warp;	/* worst TSC step back across vCPUs, ticks */
 	uint64_t line_anchors;	/* lines started since the module was loaded */
+	/* libpvread 0.4: pvread_get_info_size() */
+	uint64_t disruptions;	/* resumes since load: suspend, restore,
+				 * migration (the TSC may have changed rate) */
 };
 PVREAD_API int pvread_get_info(struct pvread_info *info);
 PVREAD_API int pvread_get_info_size(struct pvread_info *info, size_t size);

@@ -18,7 +18,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <cpuid.h>
 #include <x86intrin.h>
 
 #include <linux/pvread.h>
@@ -29,7 +28,6 @@
 
 #define NSEC_PER_SEC 1000000000LL
 #define KTIME_SEC_MAX (INT64_MAX / NSEC_PER_SEC)
-#define PVREAD_PVCLOCK_TSC_STABLE 0x01	/* Xen's PVCLOCK_TSC_STABLE_BIT */
 /*
  * Correct Xen's vCPUs disagree by a few ns since its 4.8 fixes (by several
  * dozen us before them): 10 us leaves room for that and for a line steered
@@ -67,7 +65,6 @@ struct mapping {
 	uint32_t nr_records;
 	uint32_t stride;
 	uint64_t tolerance_ns;
-	bool rdtscp;		/* the CPU offers it: per-CPU mode possible */
 	struct timens ns;
 };
 
@@ -75,8 +72,8 @@ enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT };
 
 /*
  * Per-process floors of the clocks that must never go back, a cache line
- * each: a per-CPU or fallback read of one clock writes its floor, and
- * must not take the line from readers of another.
+ * each: a fallback of one clock writes its floor, and must not take the
+ * line from readers of another.
  */
 struct floor {
 	_Atomic int64_t ns;
@@ -84,19 +81,15 @@ struct floor {
 _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
 
 /*
- * The fast mode each clock was last read in by this process (none yet:
- * PVREAD_MODE_NONE): whether the floor holds what it returned depends on it.
- * Written only when the mode changes, so it stays in every CPU's cache;
- * always by compare-and-swap, from the value the writer acted on.
- *
- * MODE_SEEN_SEEDING: a thread is taking the kernel's answer as the floor
- * (enter_mode()); until it notes the new mode, every read of the clock is
- * the kernel's, which raises the floor, so that no stable or line reading
- * can be returned after that answer and stay above the floor.
+ * How each clock was last answered in this process: PVREAD_MODE_LINE once
+ * a line reading was returned since the floor last held every reading,
+ * PVREAD_MODE_NONE while it does (no reading yet, or the kernel's answers,
+ * which raise it), MODE_SEEN_HOLDING while a fallback lifts to the line
+ * (see slow_clock_gettime()).  Written only when it changes, so it stays
+ * in every CPU's cache; always by compare-and-swap, from the value the
+ * writer acted on.
  */
-#define MODE_SEEN_SEEDING 0x100
-#define MODE_SEEN_SEEDING_FROM_LINE 0x101	/* after line readings */
-#define MODE_SEEN_HOLDING 0x102	/* see slow_clock_gettime() */
+#define MODE_SEEN_HOLDING 0x102
 #define HOLD_MARGIN_TSC 4096	/* see not_below_line() */
 
 /* Records whose update did not complete, remembered: a few suffice. */
@@ -107,7 +100,7 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
  * child it makes without sharing memory (MADV_WIPEONFORK): fork(),
  * _Fork(), clone() without CLONE_VM.  Such a child can be in another time
  * namespace (unshare(CLONE_NEWTIME) puts the children made after it
- * there), may have none of the threads that were mapping or seeding, and
+ * there), may have none of the threads that were mapping or holding, and
  * starts as a process that has read nothing: it maps again (the page it
  * inherited, without opening the device) and reads its own offsets.  A
  * child sharing memory (vfork(), CLONE_VM) is always in its parent's time
@@ -295,19 +288,6 @@ static void read_timens(struct timens *ns)
 	ns->unknown = !own_timens_is_childrens();
 }
 
-/*
- * Per-CPU mode needs rdtscp, which names the CPU in the instruction that
- * reads the TSC.  Some hypervisors hide it from their guests (and may make
- * it fault); stable mode then reads the TSC as the kernel's vDSO would.
- */
-static bool have_rdtscp(void)
-{
-	unsigned int eax, ebx, ecx, edx;
-
-	return __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) &&
-	       (edx & (1U << 27));	/* CPUID.80000001H:EDX.RDTSCP */
-}
-
 /* Is @p, @size bytes long, a page this library can read? */
 static bool adopt_page(struct mapping *m, const void *p, size_t size)
 {
@@ -328,7 +308,6 @@ static bool adopt_page(struct mapping *m, const void *p, size_t size)
 	m->nr_records = h->nr_records;
 	m->stride = h->record_stride;
 	m->tolerance_ns = tolerance_from_env();
-	m->rdtscp = have_rdtscp();
 	read_timens(&m->ns);
 	atomic_store(&adopted_size, size);
 	atomic_store(&adopted_page, p);
@@ -371,7 +350,7 @@ fail:
  * a kernel without MADV_WIPEONFORK (before 4.14, which has no time
  * namespaces) children inherit their parent's state, in their parent's
  * namespace: correct, and slow for good only where a thread of the parent
- * was mapping or seeding at the fork.
+ * was mapping or holding at the fork.
  */
 static __attribute__((noinline, cold)) struct process *make_process(void)
 {
@@ -507,9 +486,7 @@ enum read_result {
 	READ_NO,		/* + the reason */
 	READ_NO_MODE = READ_NO + PVREAD_SLOW_MODE,
 	READ_NO_BOUND = READ_NO + PVREAD_SLOW_BOUND,
-	READ_NO_RECORD = READ_NO + PVREAD_SLOW_RECORD,
 	READ_NO_DELTA = READ_NO + PVREAD_SLOW_DELTA,
-	READ_NO_RDTSCP = READ_NO + PVREAD_SLOW_RDTSCP,
 	READ_NO_TIMENS = READ_NO + PVREAD_SLOW_TIMENS,
 	READ_NO_STUCK = READ_NO + PVREAD_SLOW_STUCK,
 	READ_NO_INVALID = READ_NO + PVREAD_SLOW_INVALID,
@@ -535,15 +512,13 @@ static inline bool wait_for_writer(uint64_t *since)
 }
 
 /*
- * A TSC read not taken before the loads that precede it, rdtsc_ordered() as
- * the kernel does it: rdtscp where the CPU offers it, else lfence; rdtsc.
+ * A TSC read not taken before the loads that precede it: lfence; rdtsc,
+ * even where rdtscp is offered.  The line names no CPU, and on an AMD
+ * EPYC (KVM guest) it is the faster, 18.6 ns a read in a loop against
+ * 21.1, 23.3 ns a line read against 26.3.
  */
-static ALWAYS_INLINE uint64_t tsc_ordered(const struct mapping *m)
+static ALWAYS_INLINE uint64_t tsc_ordered(void)
 {
-	unsigned int aux;
-
-	if (likely(m->rdtscp))
-		return __rdtscp(&aux);
 	_mm_lfence();
 	return __rdtsc();
 }
@@ -583,36 +558,23 @@ static __attribute__((cold)) void remember_stuck(struct process *p)
 }
 
 /*
- * The "xen" clocksource's cycles now, from the record that describes this
- * CPU's TSC: in per-CPU mode rdtscp names the CPU in the same instruction
- * that reads the TSC.
+ * Record @cpu evaluated at a TSC read after its version: the "xen"
+ * clocksource's cycles, if @cpu is the CPU the TSC was read on.
  */
-static ALWAYS_INLINE enum read_result read_cycles(struct process *p,
-					   uint32_t mode,
-					   struct pvread_sample *s)
+static enum read_result sample_record(struct process *p, uint32_t cpu,
+				      struct pvread_sample *s)
 {
 	const struct mapping *m = &p->map;
 	const struct pvread_record *r;
 	uint64_t tsc_timestamp, system_time;
-	uint32_t version, mul, aux, cpu;
-	uint8_t flags;
+	uint32_t version, mul;
 	int8_t shift;
 
-	if (mode == PVREAD_MODE_STABLE) {
-		/* One record describes every CPU's TSC. */
-		cpu = LOAD(m->hdr->stable_record);
-	} else {
-		/* The record of the vCPU this thread is on now... */
-		if (unlikely(!m->rdtscp))
-			return READ_NO_RDTSCP;
-		__rdtscp(&aux);
-		cpu = aux & PVREAD_TSC_AUX_CPU_MASK;
-	}
 	if (cpu >= m->nr_records)
-		return READ_NO_RECORD;
+		return READ_NO_INVALID;
 	r = (const struct pvread_record *)(m->records + (size_t)cpu * m->stride);
 	if (!(LOAD(r->state) & PVREAD_RECORD_REGISTERED))
-		return READ_NO_RECORD;
+		return READ_NO_INVALID;
 	/*
 	 * The version before the TSC, as the kernel's pvclock reads do: Xen
 	 * rewrites a vCPU's record whenever it runs it on a pCPU, so a TSC
@@ -622,19 +584,11 @@ static ALWAYS_INLINE enum read_result read_cycles(struct process *p,
 	 */
 	version = LOAD(r->pvclock.version);
 	RMB();
-	if (mode == PVREAD_MODE_STABLE) {
-		s->tsc = tsc_ordered(m);
-	} else {
-		/* ...and still that vCPU when the TSC is read. */
-		s->tsc = __rdtscp(&aux);
-		if (unlikely((aux & PVREAD_TSC_AUX_CPU_MASK) != cpu))
-			return READ_RETRY;
-	}
+	s->tsc = tsc_ordered();
 	tsc_timestamp = LOAD(r->pvclock.tsc_timestamp);
 	system_time = LOAD(r->pvclock.system_time);
 	mul = LOAD(r->pvclock.tsc_to_system_mul);
 	shift = LOAD(r->pvclock.tsc_shift);
-	flags = LOAD(r->pvclock.flags);
 	RMB();
 	if (version & 1)
 		return record_stuck(p, cpu, version) ? READ_NO_STUCK : READ_BUSY;
@@ -642,12 +596,6 @@ static ALWAYS_INLINE enum read_result read_cycles(struct process *p,
 		return READ_RETRY;
 	if (unlikely(!pvread_pvclock_shift_ok(shift)))
 		return READ_NO_INVALID;
-	/*
-	 * Xen can take the stable bit back (a migration to a host it does
-	 * not trust): the kernel's vread_pvclock() checks it on every read.
-	 */
-	if (mode == PVREAD_MODE_STABLE && !(flags & PVREAD_PVCLOCK_TSC_STABLE))
-		return READ_NO_MODE;
 	/* Xen rewrote the record after our TSC read: its line starts later. */
 	if (s->tsc < tsc_timestamp)
 		return READ_RETRY;
@@ -733,42 +681,6 @@ static ALWAYS_INLINE enum read_result read_line(const struct pvread_line *l,
 	return READ_OK;
 }
 
-/* The record's cycles through the timekeeper's conversion. */
-static ALWAYS_INLINE enum read_result read_records(struct process *p,
-						   uint32_t mode,
-						   const clockid_t clock,
-						   uint64_t snsec,
-						   uint64_t *ns)
-{
-	const struct pvread_timekeeper *tk = &p->map.hdr->tk;
-	uint32_t mult, shift;
-	struct pvread_sample s;
-	uint64_t cycle_last;
-	enum read_result r;
-	int ok;
-
-	r = read_cycles(p, mode, &s);
-	if (unlikely(r != READ_OK))
-		return r;
-	if (clock == CLOCK_MONOTONIC_RAW) {
-		cycle_last = LOAD(tk->raw_cycle_last);
-		mult = LOAD(tk->raw_mult);
-		shift = LOAD(tk->raw_shift);
-	} else {
-		cycle_last = LOAD(tk->cycle_last);
-		mult = LOAD(tk->mult);
-		shift = LOAD(tk->shift);
-	}
-	if (unlikely(!pvread_tk_base_ok(snsec, shift)))
-		return READ_NO_INVALID;
-	ok = pvread_tk_shifted_ns(s.cycles, cycle_last, LOAD(tk->mask),
-				  LOAD(tk->max_delta), mult, snsec, ns);
-	if (unlikely(ok != 1))
-		return ok ? READ_NO_INVALID : READ_NO_DELTA;
-	*ns >>= shift;
-	return READ_OK;
-}
-
 /*
  * The kernel's fine clocks are never below its coarse ones: these are the
  * value at the last tick plus the time since.  The line may be behind the
@@ -782,19 +694,10 @@ static ALWAYS_INLINE enum read_result read_records(struct process *p,
  * MONOTONIC_COARSE against it; so neither result ever steps back but for
  * a step of REALTIME itself, and REALTIME_COARSE, the held value less the
  * same offset or less, is never above it.
- *
- * A record read in the per-CPU and stable modes needs the same hold: a
- * vCPU whose record lags the one the kernel read at its last update gets
- * cycles below cycle_last, so its reading is the base at cycle_last, and
- * the kernel's NTP adjustment moves that base below the coarse value the
- * module holds (the kernel's own reads are continuous at the CPU's "now",
- * past cycle_last).  @base is the page's bases for the fine clocks, their
- * fractions << @shift.
  */
 static ALWAYS_INLINE enum read_result
-not_below_coarse(const struct pvread_header *h,
-		 const struct pvread_clock_base *base, uint32_t shift,
-		 const clockid_t clock, int64_t *sec, uint64_t *ns)
+not_below_coarse(const struct pvread_header *h, const clockid_t clock,
+		 int64_t *sec, uint64_t *ns)
 {
 	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
 	const struct pvread_clock_base *m, *r;
@@ -804,19 +707,12 @@ not_below_coarse(const struct pvread_header *h,
 	if (unlikely((uint64_t)cns >= NSEC_PER_SEC))
 		return READ_NO_INVALID;
 	if (clock == CLOCK_REALTIME) {
-		uint64_t mns, rns;
-
-		m = &base[CLOCK_MONOTONIC];
-		r = &base[CLOCK_REALTIME];
-		if (unlikely(shift > 32))
-			return READ_NO_INVALID;
-		mns = LOAD(m->snsec) >> shift;
-		rns = LOAD(r->snsec) >> shift;
-		/* below a second each, or the loop below could run for ever */
-		if (unlikely(mns >= NSEC_PER_SEC || rns >= NSEC_PER_SEC))
-			return READ_NO_INVALID;
+		m = &h->line.base[CLOCK_MONOTONIC];
+		r = &h->line.base[CLOCK_REALTIME];
 		csec -= (__int128)LOAD(m->sec) - LOAD(r->sec);
-		cns -= (int64_t)mns - (int64_t)rns;
+		/* each below 2^32 ns: the loop below runs a few times */
+		cns -= (int64_t)(LOAD(m->snsec) >> 32) -
+		       (int64_t)(LOAD(r->snsec) >> 32);
 	}
 	/* ns may exceed a second (set_ts() normalises); cns within +-5 s */
 	if (((__int128)*sec - csec) * NSEC_PER_SEC + *ns - cns < 0) {
@@ -833,20 +729,19 @@ not_below_coarse(const struct pvread_header *h,
 }
 
 /*
- * One attempt at the page's answer for @clock: READ_OK with the mode that
- * gave it in *@mode, READ_BUSY while an update is being written, READ_RETRY
- * when one completed under us, READ_NO_* when the kernel must answer.
+ * One attempt at the page's answer for @clock, as the vDSO's do_hres():
+ * READ_OK, READ_BUSY while an update is being written, READ_RETRY when one
+ * completed under us, READ_NO_* when the kernel must answer.
  */
-static ALWAYS_INLINE enum read_result try_read(struct process *p,
+static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 					       const clockid_t clock,
-					       struct timespec *ts,
-					       uint32_t *mode)
+					       struct timespec *ts)
 {
 	const struct mapping *m = &p->map;
 	const struct pvread_header *h = m->hdr;
 	const struct pvread_clock_base *b;
 	enum read_result r = READ_OK;
-	uint64_t snsec, ns, tsc;
+	uint64_t snsec, ns;
 	uint32_t seq;
 	int64_t sec;
 
@@ -858,47 +753,27 @@ static ALWAYS_INLINE enum read_result try_read(struct process *p,
 		return seq == atomic_load_explicit(&p->stuck_seq,
 						   memory_order_relaxed) ?
 		       READ_NO_STUCK : READ_BUSY;
-	*mode = LOAD(h->mode);
-	if (likely(*mode == PVREAD_MODE_LINE) || *mode == PVREAD_MODE_PERCPU) {
-		if (unlikely(LOAD(h->error_bound_ns) > m->tolerance_ns))
-			return READ_NO_BOUND;
-	} else if (*mode != PVREAD_MODE_STABLE) {
+	if (unlikely(LOAD(h->mode) != PVREAD_MODE_LINE))
 		return READ_NO_MODE;
-	}
+	if (unlikely(LOAD(h->error_bound_ns) > m->tolerance_ns))
+		return READ_NO_BOUND;
 	if (is_coarse(clock)) {
-		/* Every mode's: the timekeeper's at its last update. */
+		/* The timekeeper's at its last update. */
 		b = &h->tk.base[clock];
 		sec = LOAD(b->sec);
 		ns = LOAD(b->snsec);
 		if (unlikely(ns >= NSEC_PER_SEC))
 			r = READ_NO_INVALID;
-	} else if (likely(*mode == PVREAD_MODE_LINE)) {
-		/*
-		 * lfence; rdtsc even where rdtscp is offered: the line names
-		 * no CPU, and on an AMD EPYC (KVM guest) it is the faster,
-		 * 18.6 ns a read in a loop against 21.1, 23.3 ns a line read
-		 * against 26.3.
-		 */
-		_mm_lfence();
-		tsc = __rdtsc();
+	} else {
+		uint64_t tsc = tsc_ordered();
+
 		b = &h->line.base[clock];
 		sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		r = read_line(&h->line, clock, tsc, snsec, &ns);
 		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
 		    likely(r == READ_OK))
-			r = not_below_coarse(h, h->line.base, 32, clock, &sec,
-					     &ns);
-	} else {
-		b = &h->tk.base[clock];
-		sec = LOAD(b->sec);
-		snsec = LOAD(b->snsec);
-		r = read_records(p, *mode, clock, snsec, &ns);
-		/* read_records() checked tk.shift against MONOTONIC's base */
-		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
-		    likely(r == READ_OK))
-			r = not_below_coarse(h, h->tk.base, LOAD(h->tk.shift),
-					     clock, &sec, &ns);
+			r = not_below_coarse(h, clock, &sec, &ns);
 	}
 	if (unlikely(r != READ_OK))
 		return r;
@@ -952,22 +827,20 @@ bool try_again(struct process *p, enum read_result r,
 }
 
 /*
- * The page's answer for @clock, and the mode that gave it; PVREAD_MODE_NONE
- * when the kernel must answer, for the reason in *@why.  One loop, as the vDSO's.
+ * The page's answer for @clock; false when the kernel must answer, for the
+ * reason in *@why.  One loop, as the vDSO's.
  */
-static ALWAYS_INLINE uint32_t read_fast(struct process *p,
-					const clockid_t clock,
-					struct timespec *ts,
-					enum pvread_slow_reason *why)
+static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
+				    struct timespec *ts,
+				    enum pvread_slow_reason *why)
 {
 	struct attempts a = { 0, 0 };
 	enum read_result r;
-	uint32_t mode;
 
-	while (unlikely((r = try_read(p, clock, ts, &mode)) != READ_OK))
+	while (unlikely((r = try_read(p, clock, ts)) != READ_OK))
 		if (!try_again(p, r, &a, why))
-			return PVREAD_MODE_NONE;
-	return mode;
+			return false;
+	return true;
 }
 
 /* Unsigned: a page no module wrote may make it wrap, never UB. */
@@ -1002,10 +875,10 @@ static inline void apply_floor(struct process *p, clockid_t clock,
 }
 
 /*
- * Stable and line readings need not raise the floor (that would make every
- * reader write one shared cache line): stable ones are the kernel's own,
- * line ones never decrease across every reader of the page.  They only
- * respect it, for what per-CPU readings and fallbacks put there.
+ * Line readings need not raise the floor (that would make every reader
+ * write one shared cache line): they never decrease across every reader of
+ * the page.  They only respect it, for what fallbacks put there: the line
+ * may be behind the kernel's clock by up to the bound.
  */
 static inline void respect_floor(struct process *p, clockid_t clock,
 				 struct timespec *ts)
@@ -1084,7 +957,7 @@ bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 		}
 		sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
-		tsc = tsc_ordered(m);
+		tsc = tsc_ordered();
 		RMB();
 		if (LOAD(h->seq) == seq)
 			break;
@@ -1145,8 +1018,8 @@ bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
  * the tolerance, held by the floor meanwhile: its error decays to the
  * tolerance as the kernel's clock catches up, instead of following a line
  * that runs ahead.  A line reading that sees NONE notes LINE again; one
- * that sees HOLDING falls back (enter_mode()).  Signals are blocked while
- * HOLDING, as while seeding.
+ * that sees HOLDING falls back (enter_line()).  Signals are blocked while
+ * HOLDING, as while mapping.
  */
 static __attribute__((noinline, cold))
 int slow_clock_gettime(struct process *p, clockid_t clock, struct timespec *ts,
@@ -1176,8 +1049,7 @@ int slow_clock_gettime(struct process *p, clockid_t clock, struct timespec *ts,
 	seen_p = &p->mode_seen[clock];
 	seen = atomic_load_explicit(seen_p, memory_order_acquire);
 	if (seen != PVREAD_MODE_LINE) {
-		not_below_line(p, clock, ts, seen == MODE_SEEN_HOLDING ||
-					     seen == MODE_SEEN_SEEDING_FROM_LINE);
+		not_below_line(p, clock, ts, seen == MODE_SEEN_HOLDING);
 		apply_floor(p, clock, ts);
 		return ret;
 	}
@@ -1198,60 +1070,25 @@ int slow_clock_gettime(struct process *p, clockid_t clock, struct timespec *ts,
 }
 
 /*
- * The first fast reading of @clock in @mode after readings in another one.
- * Per-CPU readings raise the floor; stable and line readings do not, and
- * one mode's can lie on either side of another's (the line ahead of the
- * kernel, a per-CPU record behind it, by up to the bound).  So after stable
- * or line readings ask the kernel once: its answer, lifted towards the
- * line, is at or above all of them, and becomes the floor.  The page may
- * flip back and forth while that answer is taken (the thread preempted):
- * readings of the clock fall back until the new mode is noted
- * (MODE_SEEN_SEEDING), so none returned meanwhile stays above the floor.
- * Every signal is blocked meanwhile, so that no handler can siglongjmp()
- * out and leave the clock seeding for ever.  Returns true when *@ts is the
- * kernel's answer instead of the fast reading.
+ * The first line reading of @clock since the floor held every reading
+ * returned (mode_seen NONE): note LINE, so that the next fallback holds at
+ * the line.  While another thread's fallback holds (HOLDING), that
+ * fallback may not have raised the floor yet, so a line reading returned
+ * now could be above it unseen: the kernel's answer, lifted fully, instead
+ * (PVREAD_SLOW_SEED).  Returns true when *@ts is that answer.
  */
 static __attribute__((noinline, cold))
-bool enter_mode(struct process *p, clockid_t clock, uint32_t mode,
-		struct timespec *ts)
+bool enter_line(struct process *p, clockid_t clock, struct timespec *ts)
 {
 	_Atomic uint32_t *seen_p = &p->mode_seen[clock];
-	uint32_t seen = atomic_load_explicit(seen_p, memory_order_acquire);
-	sigset_t all, old;
+	uint32_t seen = PVREAD_MODE_NONE;
 
-	if (mode == PVREAD_MODE_LINE &&
-	    !atomic_load_explicit(&p->line_used, memory_order_relaxed))
+	if (!atomic_load_explicit(&p->line_used, memory_order_relaxed))
 		atomic_store_explicit(&p->line_used, true, memory_order_relaxed);
-	if (seen == PVREAD_MODE_NONE || seen == PVREAD_MODE_PERCPU) {
-		/* The floor holds every reading returned so far. */
-		if (atomic_compare_exchange_strong_explicit(seen_p, &seen, mode,
-				memory_order_acq_rel, memory_order_acquire))
-			return false;
-	} else if (seen != MODE_SEEN_SEEDING &&
-		   seen != MODE_SEEN_SEEDING_FROM_LINE &&
-		   seen != MODE_SEEN_HOLDING) {
-		/* After line readings the seed is lifted to the line. */
-		uint32_t seeding = seen == PVREAD_MODE_LINE ?
-				   MODE_SEEN_SEEDING_FROM_LINE :
-				   MODE_SEEN_SEEDING;
-
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		if (atomic_compare_exchange_strong_explicit(seen_p, &seen,
-				seeding, memory_order_acq_rel,
-				memory_order_acquire)) {
-			slow_clock_gettime(p, clock, ts, PVREAD_SLOW_SEED);
-			atomic_store_explicit(seen_p, mode,
-					      memory_order_release);
-			pthread_sigmask(SIG_SETMASK, &old, NULL);
-			return true;
-		}
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
-	/*
-	 * Another thread is seeding or holding, or noted a mode first: the
-	 * kernel's answer.
-	 */
+	if (atomic_compare_exchange_strong_explicit(seen_p, &seen,
+			PVREAD_MODE_LINE, memory_order_acq_rel,
+			memory_order_acquire) || seen == PVREAD_MODE_LINE)
+		return false;
 	slow_clock_gettime(p, clock, ts, PVREAD_SLOW_SEED);
 	return true;
 }
@@ -1261,7 +1098,6 @@ static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 {
 	enum pvread_slow_reason why = PVREAD_SLOW_OTHER;
 	struct process *p = NULL;
-	uint32_t mode;
 
 	/* A bad clock or pointer gets the kernel's answer: EINVAL, EFAULT. */
 	if (!is_mirrored(clock) || !ts)
@@ -1271,22 +1107,19 @@ static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 		why = PVREAD_SLOW_NO_PAGE;
 		goto slow;
 	}
-	mode = read_fast(p, clock, ts, &why);
-	if (unlikely(mode == PVREAD_MODE_NONE))
+	if (unlikely(!read_fast(p, clock, ts, &why)))
 		goto slow;
 	if (fine_never_back(clock)) {
 		/*
-		 * Acquire: a mode seen here comes with the floor its first
-		 * reader raised before noting it (a plain load on x86).
+		 * Acquire: LINE seen here comes with the floor the fallback
+		 * before it raised (a plain load on x86).
 		 */
 		if (unlikely(atomic_load_explicit(&p->mode_seen[clock],
-						  memory_order_acquire) != mode) &&
-		    enter_mode(p, clock, mode, ts))
+						  memory_order_acquire) !=
+			     PVREAD_MODE_LINE) &&
+		    enter_line(p, clock, ts))
 			return 0;
-		if (mode == PVREAD_MODE_PERCPU)
-			apply_floor(p, clock, ts);
-		else
-			respect_floor(p, clock, ts);
+		respect_floor(p, clock, ts);
 	} else if (clock == CLOCK_MONOTONIC_COARSE) {
 		/*
 		 * The kernel's own MONOTONIC_COARSE steps back on NTP
@@ -1397,36 +1230,44 @@ int pvread_sample_pvclock_size(struct pvread_sample *out, size_t size)
 	return ret;
 }
 
+/* The CPU this thread runs on, from the kernel (no TSC_AUX in PV guests). */
+static int this_cpu(uint32_t *cpu)
+{
+	unsigned int c;
+
+	if (syscall(SYS_getcpu, &c, NULL, NULL))
+		return -1;
+	*cpu = c;
+	return 0;
+}
+
 static int sample_pvclock(struct pvread_sample *sample)
 {
 	struct process *p = get_process();
-	const struct mapping *m;
+	uint32_t before, after;
 	uint64_t since = 0;
-	uint32_t mode;
 	int tries;
 
 	if (!p) {
 		errno = ENODEV;
 		return -1;
 	}
-	m = &p->map;
 	/*
-	 * The calling CPU's own record, whatever the page's mode, where
-	 * rdtscp names the CPU; else, in stable mode, the record that
-	 * serves every CPU (sample->cpu says which).
+	 * The record of the CPU the kernel says this thread is on before and
+	 * after the TSC read: a thread that moves and comes back in between
+	 * is sampled on another CPU's TSC, so callers that compare pin it.
 	 */
-	if (m->rdtscp && (LOAD(m->hdr->flags) & PVREAD_FLAG_TSC_AUX)) {
-		mode = PVREAD_MODE_PERCPU;
-	} else if (LOAD(m->hdr->mode) == PVREAD_MODE_STABLE) {
-		mode = PVREAD_MODE_STABLE;
-	} else {
-		errno = ENODEV;
-		return -1;
-	}
 	for (tries = 0; tries < MAX_TRIES;) {
-		switch (read_cycles(p, mode, sample)) {
+		if (this_cpu(&before)) {
+			errno = ENODEV;
+			return -1;
+		}
+		switch (sample_record(p, before, sample)) {
 		case READ_OK:
-			return 0;
+			if (!this_cpu(&after) && after == before)
+				return 0;
+			tries++;
+			break;
 		case READ_BUSY:
 			if (!wait_for_writer(&since)) {
 				remember_stuck(p);
@@ -1471,7 +1312,7 @@ static int get_info(struct pvread_info *info)
 		info->error_bound_ns = LOAD(h->error_bound_ns);
 		info->spread_ns = LOAD(h->spread_ns);
 		info->updates = LOAD(h->updates);
-		info->stable_record = LOAD(h->stable_record);
+		info->disruptions = LOAD(h->disruptions);
 		info->line_state = LOAD(h->line_state);
 		info->tsc_warp = LOAD(h->tsc_warp);
 		info->line_anchors = LOAD(h->line.anchors);
@@ -1493,8 +1334,7 @@ static int get_info(struct pvread_info *info)
 			return -1;
 		}
 	}
-	info->fast = read_fast(p, CLOCK_MONOTONIC, &ts, &why) !=
-		     PVREAD_MODE_NONE;
+	info->fast = read_fast(p, CLOCK_MONOTONIC, &ts, &why);
 	return 0;
 }
 
@@ -1502,9 +1342,9 @@ static int get_info(struct pvread_info *info)
  * The struct of libpvread 0.2, which pvread_get_info() fills for ever; a
  * later version appends fields, and its callers say how many they know.
  */
-#define INFO_SIZE_0_2 (offsetof(struct pvread_info, line_anchors) + \
-		       sizeof(uint64_t))
-_Static_assert(sizeof(struct pvread_info) == INFO_SIZE_0_2,
+#define INFO_SIZE_0_2 offsetof(struct pvread_info, disruptions)
+_Static_assert(sizeof(struct pvread_info) ==
+	       offsetof(struct pvread_info, disruptions) + sizeof(uint64_t),
 	       "a field was added: the size pvread_get_info() fills stays");
 
 int pvread_get_info_size(struct pvread_info *info, size_t size)

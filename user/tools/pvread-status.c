@@ -3,8 +3,10 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,10 +20,6 @@ static const char *mode_name(uint32_t mode)
 	switch (mode) {
 	case PVREAD_MODE_NONE:
 		return "none (every read is a syscall)";
-	case PVREAD_MODE_PERCPU:
-		return "per-cpu records";
-	case PVREAD_MODE_STABLE:
-		return "stable (one record serves every CPU)";
 	case PVREAD_MODE_LINE:
 		return "line (one line serves every CPU)";
 	default:
@@ -29,22 +27,69 @@ static const char *mode_name(uint32_t mode)
 	}
 }
 
-/* header.line_state, as the module's sysfs attribute "line" names it. */
+/*
+ * header.line_state, as the module's sysfs attribute "line" names it, and
+ * why there is no line.
+ */
+static const struct {
+	const char *name, *why;
+} line_states[] = {
+	[PVREAD_LINE_ACTIVE] = { "active", "one line serves every CPU" },
+	[PVREAD_LINE_OFF] = { "off", "module parameter line=0" },
+	[PVREAD_LINE_UNVOUCHED] = { "unvouched",
+		"nobody vouches for one TSC across vCPUs (Xen's CPUID time leaf does not; module parameter tsc_reliable=1 would)" },
+	[PVREAD_LINE_WARP] = { "warp",
+		"the module saw the TSC go back across vCPUs" },
+	[PVREAD_LINE_UNCHECKED] = { "unchecked",
+		"the TSC check across vCPUs has not run yet (load, resume)" },
+	[PVREAD_LINE_STABLE] = { "stable",
+		"Xen set the stable bit: the kernel's vDSO reads pvclock without a system call here, so libc is the fast answer" },
+	[PVREAD_LINE_WAITING] = { "waiting",
+		"no measured history yet (after a load, a resume or a switch to the xen clocksource)" },
+	[PVREAD_LINE_RATES] = { "rates",
+		"the vCPUs' records convert at rates apart (Xen calibrates each pCPU on its own), which no line can follow" },
+};
+
 static const char *line_state_name(uint32_t state)
 {
-	static const char *const names[] = {
-		[PVREAD_LINE_ACTIVE] = "active",
-		[PVREAD_LINE_OFF] = "off",
-		[PVREAD_LINE_UNVOUCHED] = "unvouched",
-		[PVREAD_LINE_WARP] = "warp",
-		[PVREAD_LINE_UNCHECKED] = "unchecked",
-		[PVREAD_LINE_STABLE] = "stable",
-		[PVREAD_LINE_WAITING] = "waiting",
-		[PVREAD_LINE_RATES] = "rates",
-	};
+	return state < sizeof(line_states) / sizeof(line_states[0]) &&
+	       line_states[state].name ? line_states[state].name : "unknown";
+}
 
-	return state < sizeof(names) / sizeof(names[0]) && names[state] ?
-	       names[state] : "unknown";
+static const char *line_state_why(uint32_t state)
+{
+	return state < sizeof(line_states) / sizeof(line_states[0]) &&
+	       line_states[state].why ? line_states[state].why : "?";
+}
+
+/* The library did not map the device: say why, as far as can be seen. */
+static void why_unmapped(void)
+{
+	const struct pvread_header *h;
+	int fd = open(PVREAD_DEVICE, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		printf("pvread: %s: %s (is pvread.ko loaded?): every read is libc's clock_gettime\n",
+		       PVREAD_DEVICE, strerror(errno));
+		return;
+	}
+	h = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (h == MAP_FAILED) {
+		printf("pvread: %s cannot be mapped: %s: every read is libc's clock_gettime\n",
+		       PVREAD_DEVICE, strerror(errno));
+		return;
+	}
+	if (h->magic != PVREAD_MAGIC)
+		printf("pvread: %s is not a pvread page (magic %#x): every read is libc's clock_gettime\n",
+		       PVREAD_DEVICE, h->magic);
+	else if (h->abi_version != PVREAD_ABI_VERSION)
+		printf("pvread: %s has ABI version %u, this library reads %u: every read is libc's clock_gettime (install a module and a library of one release)\n",
+		       PVREAD_DEVICE, h->abi_version, PVREAD_ABI_VERSION);
+	else
+		printf("pvread: %s not mapped (the page's layout was refused): every read is libc's clock_gettime\n",
+		       PVREAD_DEVICE);
+	munmap((void *)h, sizeof(*h));
 }
 
 static int64_t ns_of(const struct timespec *ts)
@@ -83,14 +128,13 @@ int main(int argc, char **argv)
 		wait = atof(optarg);
 	}
 	/* A freshly loaded module needs a few updates of history first. */
-	for (ret = pvread_get_info(&info); !ret && !info.fast && wait > 0;
+	for (ret = pvread_get_info_size(&info, sizeof(info)); !ret && !info.fast && wait > 0;
 	     wait -= 0.1) {
 		usleep(100000);
-		ret = pvread_get_info(&info);
+		ret = pvread_get_info_size(&info, sizeof(info));
 	}
 	if (!info.mapped) {
-		printf("pvread: %s not mapped: every read is libc's clock_gettime\n",
-		       PVREAD_DEVICE);
+		why_unmapped();
 		return 1;
 	}
 	if (ret) {
@@ -99,13 +143,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("mode:            %s\n", mode_name(info.mode));
-	printf("line:            %s (%u)\n", line_state_name(info.line_state),
-	       info.line_state);
+	printf("line:            %s (%u): %s\n", line_state_name(info.line_state),
+	       info.line_state, line_state_why(info.line_state));
 	printf("line anchors:    %llu\n", (unsigned long long)info.line_anchors);
 	printf("tsc warp:        %llu ticks\n", (unsigned long long)info.tsc_warp);
-	printf("flags:          %s%s%s%s%s%s\n",
+	printf("disruptions:     %llu (resumes since load: suspend, restore, migration)\n",
+	       (unsigned long long)info.disruptions);
+	printf("flags:          %s%s%s%s%s\n",
 	       info.flags & PVREAD_FLAG_XEN_CLOCKSOURCE ? " xen-clocksource" : "",
-	       info.flags & PVREAD_FLAG_TSC_AUX ? " tsc-aux" : "",
 	       info.flags & PVREAD_FLAG_TSC_STABLE ? " tsc-stable" : "",
 	       info.flags & PVREAD_FLAG_CPU0_OWNED_BY_KERNEL ? " cpu0-vdso" : "",
 	       info.flags & PVREAD_FLAG_TSC_EMULATED ? " tsc-emulated" : "",
@@ -123,8 +168,6 @@ int main(int argc, char **argv)
 	syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &k0);
 	printf("last update:     %.3f ms ago\n",
 	       (ns_of(&k0) - info.last_update_ns) / 1e6);
-	if (info.mode == PVREAD_MODE_STABLE)
-		printf("stable record:   %u\n", info.stable_record);
 	printf("%-4s %-5s %-10s %-10s %-20s %-20s %-10s %-5s %s\n", "cpu",
 	       "vcpu", "state", "version", "tsc_timestamp", "system_time",
 	       "mul", "shift", "flags");
