@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * libpvread: clock_gettime() without a system call on Xen guests whose
- * clocksource is "xen", from the records, or the line, pvread.ko publishes
- * in /dev/pvread.
+ * clocksource is "xen", from the line pvread.ko publishes in /dev/pvread
+ * for every CPU.
  *
  * Every call answers like its libc namesake.  When the fast path cannot
- * vouch for its answer -- no module, a clocksource other than "xen", records
- * being rewritten, a published error bound above the caller's tolerance --
+ * vouch for its answer -- no module, no line (the page's mode is none: why
+ * is in its line_state), a published error bound above the caller's
+ * tolerance --
  * the kernel answers (its vDSO, else the system call; never a
  * clock_gettime() another library or the program defines): for the clocks
  * that never go back held at or above what the process returned before
@@ -23,9 +24,9 @@
  * any CPU, across fast and slow paths and changes of mode (the kernel's own
  * MONOTONIC_COARSE can, before Linux 6.15, on NTP frequency changes).
  *
- * In line mode (PVREAD_MODE_LINE) readings of CLOCK_MONOTONIC, _RAW and
- * BOOTTIME taken from the line are also ordered across every CPU, thread
- * and process that reads the page's line, and write no shared memory.  The
+ * Readings of CLOCK_MONOTONIC, _RAW and BOOTTIME taken from the line are
+ * also ordered across every CPU, thread and process that reads the page's
+ * line, and write no shared memory.  The
  * kernel's clock may be behind the line by up to the bound, so once a
  * process has returned a line reading, the kernel's answer to those clocks
  * (a fallback) is lifted towards the line's value at the TSC now, clamped
@@ -37,10 +38,9 @@
  * readings itself, in another whose tolerance is no larger.  A process
  * that never returned one (a child that does not share its parent's
  * memory starts so), or whose tolerance is 0, gets the kernel's exact
- * answer.  Per-CPU readings are not ordered across
- * processes, nor a fallback against line readings that begin after it in
- * another process (it may be ahead by up to the bound), nor REALTIME and
- * TAI, which the kernel steps.
+ * answer.  A fallback is not ordered against line readings that begin
+ * after it in another process (it may be ahead by up to the bound), nor
+ * are REALTIME and TAI, which the kernel steps.
  *
  * All functions are thread-safe.  The first call maps the device
  * (secure_getenv, open, mmap, close, /proc/self/timens_offsets and the
@@ -49,10 +49,9 @@
  * state is half made; nothing printed); a signal handler or thread that
  * races with it is answered by the kernel meanwhile.  After it the clock
  * functions take no lock, allocate nothing and make no system call unless
- * they fall back, and are async-signal-safe; a line or stable reading
- * writes no memory unless it meets an update or a floor.  A read waits for
- * an update in progress, for 1-2 s at most, once per update that never
- * completes (of the header, or of a few records).  The library may be
+ * they fall back, and are async-signal-safe; a line reading writes no
+ * memory unless it meets an update or a floor.  A read waits for an update
+ * in progress, for 1-2 s at most, once per update that never completes.  The library may be
  * dlopen()ed, in any number of copies; there, glibc allocates a thread's
  * counters (pvread_get_stats()) when the thread first writes one, so make
  * one read that falls back on a thread before its signal handlers read the
@@ -94,8 +93,9 @@ PVREAD_API time_t pvread_time(time_t *t);
  * the life of the process, and of its children that read the clock (they
  * adopt it again).  Call it before any read: -1 with errno EBUSY
  * once the library has chosen its page, EINVAL if @page is not one it can
- * read (wrong magic or ABI version, not 8-byte aligned, records outside
- * @size or misaligned), ENOMEM without memory for the process's state.
+ * read (wrong magic or ABI version -- this library reads version 3 only --,
+ * not 8-byte aligned, records outside @size or misaligned), ENOMEM without
+ * memory for the process's state.
  */
 PVREAD_API int pvread_use_page(const void *page, size_t size);
 
@@ -142,11 +142,14 @@ PVREAD_API int pvread_get_record(unsigned int cpu, struct pvread_record *rec);
 
 /*
  * One raw pvclock reading on the calling CPU, without the timekeeper
- * conversion, the error bound or the monotonic guard: the record of the CPU
- * rdtscp ran on, evaluated at that TSC, in every mode of the page.  Where
- * the CPU offers no rdtscp, in stable mode, the stable record (cpu is its
- * index).  0, or -1 with errno ENODEV (no usable mapping or record) or
- * EAGAIN (the record kept changing).
+ * conversion, the error bound or the monotonic guard, for tools and tests
+ * (the clock functions never read records): the record of the CPU
+ * getcpu(2) names before and after an ordered TSC read, evaluated at that
+ * TSC, in every mode of the page.  A thread that moves away and back
+ * between the two is sampled on another CPU's TSC: pin it where the pair
+ * must match.  Makes two system calls.  0, or -1 with errno ENODEV (no
+ * mapping, or no registered record for the CPU) or EAGAIN (the record kept
+ * changing, or the thread kept moving).
  */
 struct pvread_sample {
 	uint64_t tsc;
@@ -165,14 +168,13 @@ enum pvread_slow_reason {
 	PVREAD_SLOW_NO_PAGE,	/* no /dev/pvread, or a page this library cannot read */
 	PVREAD_SLOW_MODE,	/* the page's mode is none */
 	PVREAD_SLOW_BOUND,	/* the error bound is above PVREAD_MAX_ERROR_NS */
-	PVREAD_SLOW_RECORD,	/* the CPU read on has no registered record */
+	PVREAD_SLOW_RECORD,	/* not since libpvread 0.4 (per-CPU mode) */
 	PVREAD_SLOW_DELTA,	/* too long since the last update to convert */
 	PVREAD_SLOW_BUSY,	/* an update in progress did not finish in time */
 	PVREAD_SLOW_RETRIES,	/* updates that completed spoilt every attempt */
-	PVREAD_SLOW_SEED,	/* a clock's first fast reading after readings in
-				 * another mode: the kernel's answer, lifted
-				 * towards the line, seeds its floor */
-	PVREAD_SLOW_RDTSCP,	/* per-CPU mode, and the CPU does not offer rdtscp */
+	PVREAD_SLOW_SEED,	/* a line reading while another thread's
+				 * fallback holds the clock at the line */
+	PVREAD_SLOW_RDTSCP,	/* not since libpvread 0.4 (per-CPU mode) */
 	PVREAD_SLOW_TIMENS,	/* a time namespace whose offsets could not be read */
 	PVREAD_SLOW_STUCK,	/* an update that did not finish before still has not */
 	PVREAD_SLOW_INVALID,	/* the page holds values no module writes */
@@ -193,7 +195,7 @@ enum pvread_slow_reason {
 struct pvread_stats {
 	uint64_t fast;		/* 0 since libpvread 0.3: see above */
 	uint64_t slow;		/* answered by the kernel (vDSO or system call) */
-	uint64_t retries;	/* record or header changed during a read */
+	uint64_t retries;	/* the header changed during a read */
 	uint64_t clamped;	/* raised to a value already returned */
 	uint64_t slow_by_reason[PVREAD_SLOW_NR_REASONS];	/* sum: slow */
 	/* libpvread 0.3 */
