@@ -11,8 +11,9 @@
 # --save-restore) or migrates it (--migrate): RESUMES of them (default 1).
 # With "new-scale" the domain comes back on a TSC of another frequency
 # (domu.sh --tsc-khz): vCPU 0's record must then have another
-# tsc_to_system_mul/tsc_shift than before. After each resume: the mode
-# comes back (line, or per-CPU where PVREAD_KMOD_ARGS has line=0) and, in
+# tsc_to_system_mul/tsc_shift than before. After each resume: the mode and
+# line state come back (line/active, or none/off where PVREAD_KMOD_ARGS has
+# line=0: the kernel answers every read) and, in
 # line mode, a new line is anchored (line_anchors grows past what it was
 # at the first look after the resume if the mode was not back yet, else
 # before the save; line active) whose rate is the records' (so a line from
@@ -35,11 +36,16 @@ scale() {
 . ./pvread_lib.sh
 sys=/sys/class/misc/pvread
 uptime_s() { cut -d. -f1 /proc/uptime; }
+# The page's header.disruptions: resumes since load (pvread_page)
+disruptions() {
+	pvread_page | sed -n '1s/.* disruptions=\([0-9]*\).*/\1/p'
+}
 
 echo "# module parameters: \"$PVREAD_KMOD_ARGS\"; expecting mode $expect_mode, line $expect_line"
 check "saverestore: insmod pvread.ko" pvread_insmod ./pvread.ko
-pvread_page wait-mode "$expect_mode" 30
+pvread_wait_expected 30
 r0=$(cat $sys/resumes)
+d0=$(disruptions)
 s0=$(scale)
 echo "# before: registered $(cat $sys/registered), mode $(cat $sys/mode), resumes $r0"
 pvread_state before
@@ -69,11 +75,11 @@ while [ "$seen" -lt $((r0 + resumes)) ] && [ "$(uptime_s)" -lt $end ]; do
 		a_ref=$a_prev
 		[ "$m_now" = "$expect_mode" ] || a_ref=$a_now
 		seen=$r
-		pvread_page wait-mode "$expect_mode" 30
+		pvread_wait_expected 30
 		pvread_state "after resume $n"
 		pvread_page | sed -n '1,2p'
-		check "saverestore: after each resume: the expected mode again" \
-			[ "$(cat $sys/mode)" = "$expect_mode" ]
+		check "saverestore: after each resume: the expected mode and line again" \
+			[ "$(cat $sys/mode)/$(cat $sys/line)" = "$expect_mode/$expect_line" ]
 		if [ "$expect_mode" = line ]; then
 			echo "# saverestore: after resume $n: line_anchors $a_ref -> $(cat $sys/line_anchors), line $(cat $sys/line)"
 			check "saverestore: after each resume: the line re-anchored" \
@@ -92,7 +98,12 @@ sed 's/^/  /' /tmp/stress.out
 echo "# saverestore: the reader (pvread_stress) across $resumes suspend/resume(s): exit $rc; resumes $r0 -> $r1"
 check "saverestore: the reader across the suspends and resumes exits 0" [ $rc -eq 0 ]
 check "saverestore: the module saw every resume" [ "$r1" -eq $((r0 + resumes)) ]
-pvread_page wait-mode "$expect_mode" 30
+d1=$(disruptions)
+echo "# saverestore: the page's disruptions $d0 -> $d1"
+# shellcheck disable=SC2016  # expanded by the inner sh
+check "saverestore: the page counts every resume (header.disruptions)" \
+	sh -c '[ -n "$0" ] && [ -n "$1" ] && [ "$1" -eq $(($0 + $2)) ]' "$d0" "$d1" "$resumes"
+pvread_wait_expected 30
 echo "# after: registered $(cat $sys/registered), mode $(cat $sys/mode)"
 pvread_state after
 echo "# records after:"; pvread-status | sed -n '/^cpu /,$p' | sed 's/^/#   /'

@@ -28,7 +28,7 @@ check "slab objects poisoned (SLUB_DEBUG_ON)" \
 pvread_sub pvread_race.sh sh "$pvread_dir/pvread_race.sh" "$mod"
 
 pvread_leave_loaded "$mod"
-pvread_page wait-mode "$expect_mode" 30
+pvread_wait_expected 30
 pvread_state "before the $end"
 # lockdep turns itself off at its first report, or at a lock it cannot
 # track (seen: an on-stack lock with a static initialiser).

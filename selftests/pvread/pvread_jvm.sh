@@ -24,7 +24,7 @@ java_loop() {
 
 echo "# clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource); vCPUs online: $(grep -c ^processor /proc/cpuinfo)"
 check "insmod pvread.ko" pvread_insmod "$mod"
-pvread_page wait-mode "$expect_mode" 30
+pvread_wait_expected 30
 pvread_state "after load"
 "$jvm/jre/bin/java" -version 2>&1 | sed 's/^/# /'
 

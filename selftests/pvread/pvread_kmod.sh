@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # In a Xen guest, with pvread.ko not loaded: the kernel side under what a
-# guest does -- sysfs status, the stable-mode decision, line mode leaving
+# guest does -- sysfs status, line mode leaving
 # on a TSC warp and coming back, clocksource switches, vCPU hotplug, time
 # jumps and slews, suspend/resume, 100 load/unload cycles.  The sysfs and
 # load-cycle checks are its own; the rest are the programs of
@@ -17,11 +17,6 @@ here=$(dirname "$0")
 sys=/sys/class/misc/pvread
 csdir=/sys/devices/system/clocksource/clocksource0
 params=/sys/module/pvread/parameters
-
-# wait_mode MODE SEC: wait for the page's mode (prints the outcome).
-wait_mode() {
-	pvread_page wait-mode "$1" "$2"
-}
 
 # hdr_field NAME: one field of the page's header (pvread_page)
 hdr_field() {
@@ -52,13 +47,13 @@ check "kmod: insmod refused when the mirror is not the kernel's (test_mirror_ske
 check "kmod: the refusal names the clock and how far off" \
 	[ "$(dmesg | grep -c "$refusal")" -gt "$n0" ]
 check "kmod: insmod pvread.ko" pvread_insmod "$mod"
-wait_mode "$expect_mode" 30
+pvread_wait_expected 30
 dbg=/sys/kernel/debug/pvread
 [ -d /sys/kernel/debug/pvread ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
 
 # ---- observability: sysfs ----
 for f in mode line xen_tsc tsc_warp line_anchors flags tsc_stable \
-	 xen_clocksource registered stable_record updates last_update_age_ms \
+	 xen_clocksource registered updates last_update_age_ms \
 	 spread_ns error_bound_ns resumes; do
 	echo "# $sys/$f: $(cat $sys/$f 2>&1)"
 done
@@ -66,7 +61,8 @@ for f in "$params"/*; do
 	echo "# $f: $(cat "$f" 2>&1)"
 done
 pvread_page | sed -n '1,2p'
-case $expect_mode in percpu) want_nr=1 ;; *) want_nr=3 ;; esac
+# PVREAD_MODE_NONE 0, PVREAD_MODE_LINE 1
+case $expect_mode in none) want_nr=0 ;; *) want_nr=1 ;; esac
 check "sysfs: mode reads the expected mode, as the page says" \
 	[ "$(cat $sys/mode)/$(hdr_field mode)" = "$expect_mode/$want_nr" ]
 # header.line_state, PVREAD_LINE_* in order
@@ -80,12 +76,15 @@ line_name() {
 echo "# sysfs: line $(cat $sys/line), the page's line_state $(hdr_field line_state)"
 check "sysfs: line reads the page's line_state" \
 	[ "$(cat $sys/line)" = "$(line_name "$(hdr_field line_state)")" ]
+check "sysfs: mode none or line, no stable_record (ABI 3)" \
+	sh -c "grep -qxE 'none|line' $sys/mode && [ ! -e $sys/stable_record ]"
 check "sysfs: tsc_warp is the page's" [ "$(cat $sys/tsc_warp)" = "$(hdr_field tsc_warp)" ]
 check "sysfs: xen_tsc says what Xen's CPUID leaf says" \
 	sh -c "grep -qE '^emulated=[01] reliable=[01] mode=[0-9]+ khz=[0-9]+\$' $sys/xen_tsc"
-if [ "$expect_mode" = percpu ]; then
+if [ "$expect_mode" = none ]; then
 	check "sysfs: line as the machine expects" \
 		[ "$(cat $sys/line)" = "$expect_line" ]
+	skip "pvread_line_rate" "mode none (line $expect_line): no line to compare with the records"
 else
 	check "sysfs: line active" [ "$(cat $sys/line)" = active ]
 	a0=$(cat $sys/line_anchors)
@@ -128,9 +127,6 @@ check "sysfs: last_update_age_ms below 2000" \
 	[ "$(cat $sys/last_update_age_ms)" -ge 0 -a "$(cat $sys/last_update_age_ms)" -lt 2000 ]
 check "sysfs: read-only (writing refused)" sh -c "! echo 1 > $sys/mode 2>/dev/null"
 
-# ---- stable mode decision ----
-pvread_run pvread_stable
-
 # ---- line mode: a TSC that goes back across vCPUs ends it ----
 pvread_sub pvread_warp.sh sh "$here/pvread_warp.sh"
 # ... and a TSC that steps back before an anchor starts no line ahead
@@ -150,8 +146,9 @@ pvread_run pvread_hotplug
 if [ -e /sys/devices/system/cpu/cpu1/online ]; then
 	echo "# after hotplug: registered $(cat $sys/registered), mode $(cat $sys/mode), line $(cat $sys/line), bound $(cat $sys/error_bound_ns) ns"
 	# cpu1 online again runs the TSC check again: the mode comes back.
-	wait_mode "$expect_mode" 30
-	check "hotplug: the expected mode again after the cycles" [ "$(cat $sys/mode)" = "$expect_mode" ]
+	pvread_wait_expected 30
+	check "hotplug: the expected mode and line again after the cycles" \
+		[ "$(cat $sys/mode)/$(cat $sys/line)" = "$expect_mode/$expect_line" ]
 	pvread_sub "pvread_registered: hotplug" pvread_registered
 fi
 

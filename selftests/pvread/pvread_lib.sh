@@ -122,8 +122,10 @@ pvread_device_progs() {
 # TARGETS=pvread install), run as a kernel developer would:
 # run_kselftest.sh -c pvread.  Its output is shown on "# " lines; the
 # verdicts are its result lines, one per program: on Xen every program
-# passes but pvread_fallback, which skips; without Xen pvread_fallback
-# passes and the others skip, saying why.  Shorter reads than the
+# passes but pvread_fallback, which skips, and in mode none (no line to
+# read: the kernel answers every read) pvread_bounded and pvread_line_rate,
+# which skip too; without Xen pvread_fallback passes and the others skip,
+# saying why.  Shorter reads than the
 # default, as the guest scripts have just run the full length.
 run_kselftest_pvread() {
 	ksft=$pvread_dir/kselftest/run_kselftest.sh
@@ -139,9 +141,10 @@ run_kselftest_pvread() {
 	for p in $(pvread_progs); do
 		res=$(echo "$out" | grep -E "^(not )?ok [0-9]+ selftests: pvread: $p( |\$)")
 		want=pass
-		case $1/$p in
-		xen/pvread_fallback) want=skip ;;
-		plain/pvread_fallback) ;;
+		case $1/$expect_mode/$p in
+		xen/*/pvread_fallback) want=skip ;;
+		xen/none/pvread_bounded|xen/none/pvread_line_rate) want=skip ;;
+		plain/*/pvread_fallback) ;;
 		plain/*) want=skip ;;
 		esac
 		if [ $want = pass ]; then
@@ -158,19 +161,20 @@ run_kselftest_pvread() {
 
 # Module parameters for every insmod of the suite, in one place: the
 # machine's (MACHINE_PARAMS in vm/machines/NAME, which vm/matrix.sh puts in the guest's command),
-# e.g. "line=0" (per-CPU mode) or "tsc_reliable=1".  pvread_stress
+# e.g. "line=0" (no line: mode none) or "tsc_reliable=1".  pvread_stress
 # --module reloads with them too.
 PVREAD_KMOD_ARGS=${PVREAD_KMOD_ARGS-}
 export PVREAD_KMOD_ARGS
 # The mode the module settles in and its sysfs "line", the reason: the
-# machine's (MACHINE_EXPECT in vm/machines/NAME: PVREAD_EXPECT=MODE/LINE, e.g. percpu/rates
-# where Xen runs the vCPUs' records at rates apart); without it percpu/off
-# when loaded with line=0, else line/active.
+# machine's (MACHINE_EXPECT in vm/machines/NAME: PVREAD_EXPECT=MODE/LINE,
+# e.g. none/rates where Xen runs the vCPUs' records at rates apart);
+# without it none/off when loaded with line=0, else line/active.  Mode
+# none: the kernel answers every read.
 expect_mode=line
 expect_line=active
 for _pvread_a in $PVREAD_KMOD_ARGS; do
 	case $_pvread_a in
-	line=0|line=[nN]*|line=off) expect_mode=percpu expect_line=off ;;
+	line=0|line=[nN]*|line=off) expect_mode=none expect_line=off ;;
 	line=*) expect_mode=line expect_line=active ;;
 	esac
 done
@@ -178,9 +182,21 @@ if [ -n "${PVREAD_EXPECT-}" ]; then
 	expect_mode=${PVREAD_EXPECT%/*}
 	expect_line=${PVREAD_EXPECT#*/}
 fi
+case $expect_mode in
+line|none) ;;
+*)	echo "Bail out! PVREAD_EXPECT=$expect_mode/$expect_line: the mode is line or none"
+	exit 1 ;;
+esac
 # The test programs' expectation (pvread_selftest.h).
 PVREAD_EXPECT_MODE=$expect_mode
-export PVREAD_EXPECT_MODE
+PVREAD_EXPECT_LINE=$expect_line
+export PVREAD_EXPECT_MODE PVREAD_EXPECT_LINE
+
+# pvread_wait_expected [SEC]: wait (default 30 s) for the page's expected
+# mode and line state (pvread_page wait-mode; prints the outcome).
+pvread_wait_expected() {
+	pvread_page wait-mode "$expect_mode/$expect_line" "${1:-30}"
+}
 
 # pvread_insmod MODULE: insmod with the suite's parameters.
 pvread_insmod() {

@@ -14,19 +14,21 @@
  * published before another reader's load happened before that reader's
  * read, so a clock ordered system-wide can never be below it.
  *
- * The reads must come from the page (by default at least 99% fast, from
- * pvread_get_stats()) and the page must be in the expected mode throughout,
- * so that the test cannot pass on fallbacks to the kernel.
+ * In line mode the reads must come from the page (by default at least 99%
+ * fast, from pvread_get_stats()) and the page must be in the expected mode
+ * throughout, so that the test cannot pass on fallbacks to the kernel.  In
+ * mode none (no line: the page's line state says why) every read must be
+ * the kernel's, for reason "mode": the kernel's answers are ordered, and
+ * the library must keep them so (its floors, its lifts towards a line).
  *
- *   pvread_order [--expect-mode line|percpu|stable|any] [--reads N]
+ *   pvread_order [--expect-mode line|none|any] [--reads N]
  *                [--seconds S] [--max-seconds S] [--procs N] [--threads N]
  *                [--only processes|threads] [--min-fast PCT]
  *                [--tolerance NS] [--wait S] [--skew NS] [--source pvread|libc]
  *
- * --expect-mode percpu: per-CPU mode does not promise order across
- * processes (each process has its own floor); that case's figures are
- * printed and its verdict is a skip.  "any" asserts order whatever the
- * mode.  --skew NS makes reader 0 (a process, or a thread) subtract NS
+ * --expect-mode any: order whatever the mode, the reads judged by the
+ * mode the page was in throughout (a skip of "in the expected mode
+ * throughout").  --skew NS makes reader 0 (a process, or a thread) subtract NS
  * from every reading: a clock that is not ordered, to see the test fail.
  * --source libc reads through libc's clock_gettime instead: the kernel's
  * clock, which must pass (no device needed).
@@ -305,7 +307,7 @@ static void run_case(const char *name, bool processes, int n,
 	char modes[160], lines[200], reasons[300] = "", what[160], what2[160];
 	int i, j, pinned = 0, done = 0, died = 0, status;
 	size_t used = 0;
-	bool expect_order, ok;
+	bool none, ok;
 	double secs, pct;
 
 	memset(sh, 0, sizeof(*sh));
@@ -424,18 +426,35 @@ static void run_case(const char *name, bool processes, int n,
 	ksft_test_result(reads >= (stop_signal ? 1 : o->min_reads) &&
 			 pinned == n && done == n && !died,
 			 "%s: every pinned reader read\n", name);
-	snprintf(what, sizeof(what), "%s: reads answered from the page", name);
+	/* Mode none throughout: the kernel answers every read. */
+	none = o->expect == PVREAD_MODE_NONE ||
+	       (o->expect == EXPECT_ANY && w.samples &&
+		w.by_mode[PVREAD_MODE_NONE] == w.samples);
+	snprintf(what, sizeof(what), "%s: reads answered %s", name,
+		 none ? "by the kernel, for reason \"mode\" (mode none)" :
+			"from the page");
 	snprintf(what2, sizeof(what2), "%s: page in the expected mode throughout",
 		 name);
 	if (source == SRC_LIBC) {
 		pvst_skip(what, "--source libc");
 		pvst_skip(what2, "--source libc");
 	} else {
-		ksft_print_msg("order: %s: %.3f%% fast, limit %.3g%%; %ld page samples: %s; line %s; expected mode %s\n",
-			       name, pct, o->min_fast_pct, w.samples, modes,
+		char want[40] = "want 0 (mode none)";
+
+		if (!none)
+			snprintf(want, sizeof(want), "limit %.3g%%",
+				 o->min_fast_pct);
+		ksft_print_msg("order: %s: %.3f%% fast, %s; %ld page samples: %s; line %s; expected mode %s\n",
+			       name, pct, want, w.samples, modes,
 			       lines, o->expect == EXPECT_ANY ? "any" :
 			       pvst_mode_name(o->expect));
-		ksft_test_result(fast && pct >= o->min_fast_pct, "%s\n", what);
+		if (none)
+			ksft_test_result(!fast && slow &&
+					 by_reason[PVREAD_SLOW_MODE] == slow,
+					 "%s\n", what);
+		else
+			ksft_test_result(fast && pct >= o->min_fast_pct, "%s\n",
+					 what);
 		if (o->expect == EXPECT_ANY)
 			pvst_skip(what2, "any mode accepted");
 		else
@@ -443,18 +462,13 @@ static void run_case(const char *name, bool processes, int n,
 					 w.by_mode[o->expect] == w.samples,
 					 "%s\n", what2);
 	}
-	/* Per-CPU mode keeps a floor per process, not across processes. */
-	expect_order = !(processes && o->expect == PVREAD_MODE_PERCPU);
 	ok = !ooo && reads;
 	ksft_print_msg("order: %s: %ld of %ld out of order, largest %lld ns\n",
 		       name, ooo, reads, (long long)worst);
 	snprintf(what, sizeof(what),
 		 "%s: CLOCK_MONOTONIC, _RAW and BOOTTIME ordered across %s",
 		 name, processes ? "processes" : "threads");
-	if (expect_order)
-		ksft_test_result(ok, "%s\n", what);
-	else
-		pvst_skip(what, "per-CPU mode does not order readings across processes");
+	ksft_test_result(ok, "%s\n", what);
 }
 
 /* ---- main ---- */
@@ -468,7 +482,7 @@ static void on_stop(int sig)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: pvread_order [--expect-mode line|percpu|stable|any] [--reads N]\n"
+		"usage: pvread_order [--expect-mode line|none|any] [--reads N]\n"
 		"                    [--seconds S] [--max-seconds S] [--procs N] [--threads N]\n"
 		"                    [--only processes|threads] [--min-fast PCT] [--tolerance NS]\n"
 		"                    [--wait S] [--skew NS] [--source pvread|libc]\n"
@@ -477,10 +491,12 @@ static void usage(void)
 		"  --max-seconds S  stop a case after S seconds however many reads (default 300)\n"
 		"  --procs N        readers in the processes case (default: vCPUs, at least 2)\n"
 		"  --threads N      readers in the threads case (default: vCPUs, at least 2)\n"
-		"  --min-fast PCT   reads answered from the page, at least (default 99)\n"
+		"  --min-fast PCT   reads answered from the page in line mode, at least\n"
+		"                   (default 99; in mode none: every read the kernel's)\n"
 		"  --tolerance NS   PVREAD_MAX_ERROR_NS for the library (default: the\n"
 		"                   environment's, else 1000000000: emulation's ms bounds)\n"
-		"  --wait S         wait up to S s for the expected mode first (default 30)\n"
+		"  --wait S         wait up to S s for the page to settle in the expected\n"
+		"                   mode first (default 30)\n"
 		"  --skew NS        reader 0 subtracts NS from its readings (to see a failure)\n"
 		"  --source libc    read with libc's clock_gettime (the kernel's clock)\n");
 	exit(KSFT_FAIL);
@@ -525,8 +541,9 @@ int main(int argc, char **argv)
 	int opt, procs = 0, threads = 0, cases = 3, i;
 	const char *tolerance = NULL;
 	double wait_s = 30;
-	struct pvread_info info;
+	struct pvread_info info = { 0 };
 	struct pvst_page s = { 0 };
+	int expect_line;
 	struct stat sb;
 
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -583,6 +600,9 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		usage();
+	/* The machine's line state (PVREAD_EXPECT_LINE) with its mode only. */
+	expect_line = o.expect == EXPECT_ANY ? PVST_EXPECT_ANY :
+					       pvst_expect_line();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGTERM, on_stop);
 	signal(SIGINT, on_stop);
@@ -625,8 +645,8 @@ int main(int argc, char **argv)
 		pvread_get_info(&info);
 		if (!hdr || !pvst_page_sample(&s))
 			break;
-		if (stop_signal || (info.fast &&
-		    (o.expect == EXPECT_ANY || s.mode == (uint32_t)o.expect)))
+		if (stop_signal ||
+		    pvst_settled(o.expect, expect_line, &s, &info))
 			break;
 		sleep_ms(100);
 	}

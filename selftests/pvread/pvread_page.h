@@ -108,15 +108,13 @@ static inline long long pvst_read_number(const char *path)
 	return v;
 }
 
-/* The TSC and TSC_AUX (the CPU, as the module sets it). */
-static inline uint32_t pvst_rdtscp(uint64_t *tsc)
+/* The TSC, by an ordered rdtsc (lfence; rdtsc), as the library reads it. */
+static inline uint64_t pvst_rdtsc(void)
 {
-	uint32_t lo, hi, aux;
+	uint32_t lo, hi;
 
-	asm volatile("rdtscp" : "=a" (lo), "=d" (hi), "=c" (aux));
-	if (tsc)
-		*tsc = (uint64_t)hi << 32 | lo;
-	return aux;
+	asm volatile("lfence; rdtsc" : "=a" (lo), "=d" (hi) : : "memory");
+	return (uint64_t)hi << 32 | lo;
 }
 
 /* The page's mode, bound, and how old its line is against its span. */
@@ -126,7 +124,7 @@ static inline void pvst_print_page(const char *what)
 	uint64_t tsc;
 
 	pvst_snap(&h);
-	pvst_rdtscp(&tsc);
+	tsc = pvst_rdtsc();
 	ksft_print_msg("%s: page mode %s, line %s, bound %llu ns, line anchored %lld ticks ago (span %llu), %llu lines, %llu updates\n",
 		       what, pvst_mode_name(h.mode),
 		       pvst_line_name(h.line_state),

@@ -11,8 +11,10 @@
  * defaults):
  *   PVREAD_TEST_READS    reads per case, at least (default 100000)
  *   PVREAD_TEST_SECONDS  seconds per case, at least (default 2)
- *   PVREAD_EXPECT_MODE   line, percpu, stable or any (default any): the
- *                        mode the page must be in
+ *   PVREAD_EXPECT_MODE   line, none or any (default any): the mode the
+ *                        page must settle in
+ *   PVREAD_EXPECT_LINE   its line state (active, rates, off, ...; default
+ *                        any): why the mode is, or is not, line
  *   PVREAD_KMOD_ARGS     the module's parameters, for a reload
  */
 #ifndef PVREAD_SELFTEST_H
@@ -124,7 +126,7 @@ static inline void pvst_unpin(const struct pvst_cpus *c)
 /* ---- the page's header: mode and line state ---- */
 
 static const char *const pvst_mode_names[] = {
-	"none", "percpu", "stable", "line"
+	[PVREAD_MODE_NONE] = "none", [PVREAD_MODE_LINE] = "line",
 };
 static const char *const pvst_line_names[] = {
 	"active", "off", "unvouched", "warp", "unchecked", "stable", "waiting",
@@ -155,7 +157,22 @@ static inline int pvst_expect_mode(void)
 	for (m = 0; m < PVST_NR_MODES; m++)
 		if (!strcmp(s, pvst_mode_names[m]))
 			return m;
-	ksft_exit_fail_msg("PVREAD_EXPECT_MODE=%s: not line, percpu, stable or any\n",
+	ksft_exit_fail_msg("PVREAD_EXPECT_MODE=%s: not line, none or any\n", s);
+	return PVST_EXPECT_ANY;
+}
+
+/* PVREAD_EXPECT_LINE as a PVREAD_LINE_*, or PVST_EXPECT_ANY. */
+static inline int pvst_expect_line(void)
+{
+	const char *s = getenv("PVREAD_EXPECT_LINE");
+	int l;
+
+	if (!s || !*s || !strcmp(s, "any"))
+		return PVST_EXPECT_ANY;
+	for (l = 0; l < PVST_NR_LINES; l++)
+		if (!strcmp(s, pvst_line_names[l]))
+			return l;
+	ksft_exit_fail_msg("PVREAD_EXPECT_LINE=%s: not a line state (active, off, unvouched, warp, unchecked, stable, waiting, rates) or any\n",
 			   s);
 	return PVST_EXPECT_ANY;
 }
@@ -165,10 +182,15 @@ static inline const char *pvst_expect_name(int expect)
 	return expect == PVST_EXPECT_ANY ? "any" : pvst_mode_name(expect);
 }
 
+static inline const char *pvst_expect_line_name(int expect)
+{
+	return expect == PVST_EXPECT_ANY ? "any" : pvst_line_name(expect);
+}
+
+/* @mode is what @expect (a PVREAD_MODE_* or PVST_EXPECT_ANY) accepts. */
 static inline bool pvst_mode_ok(int expect, uint32_t mode)
 {
-	return expect == PVST_EXPECT_ANY ? mode != PVREAD_MODE_NONE :
-					   mode == (uint32_t)expect;
+	return expect == PVST_EXPECT_ANY || mode == (uint32_t)expect;
 }
 
 /*
@@ -238,12 +260,37 @@ static inline bool pvst_page_sample(struct pvst_page *s)
 }
 
 /*
- * Waits up to @seconds for the page to be in the expected mode and the
- * library on its fast path (the module needs seconds of history before it
- * vouches, and its cross-vCPU TSC check before it draws a line); prints
+ * The page has settled as expected, and the library agrees with it: line
+ * mode (line state active) with the library on its fast path, or mode
+ * none for a lasting reason (not the load's or a resume's wait: line
+ * state unchecked or waiting) with the library sending every read to the
+ * kernel.  @expect and @expect_line: PVREAD_MODE_* and PVREAD_LINE_*, or
+ * PVST_EXPECT_ANY.
+ */
+static inline bool pvst_settled(int expect, int expect_line,
+				const struct pvst_page *pg,
+				const struct pvread_info *info)
+{
+	if (!pvst_mode_ok(expect, pg->mode) ||
+	    (expect_line != PVST_EXPECT_ANY &&
+	     pg->line_state != (uint32_t)expect_line))
+		return false;
+	if (pg->mode == PVREAD_MODE_LINE)
+		return pg->line_state == PVREAD_LINE_ACTIVE && info->fast;
+	return pg->mode == PVREAD_MODE_NONE && !info->fast &&
+	       pg->line_state != PVREAD_LINE_ACTIVE &&
+	       pg->line_state != PVREAD_LINE_UNCHECKED &&
+	       pg->line_state != PVREAD_LINE_WAITING;
+}
+
+/*
+ * Waits up to @seconds for the page to settle in the expected mode and
+ * line state (pvst_settled(): the module needs seconds of history before
+ * it vouches, and its cross-vCPU TSC check before it draws a line); prints
  * the state on a "# " line.  True when it got there.
  */
-static inline bool pvst_wait_fast(int expect, double seconds)
+static inline bool pvst_wait_settled(int expect, int expect_line,
+				     double seconds)
 {
 	struct pvst_page pg = { 0 };
 	struct pvread_info info;
@@ -253,12 +300,12 @@ static inline bool pvst_wait_fast(int expect, double seconds)
 	for (;;) {
 		pvread_get_info(&info);
 		have = pvst_page_sample(&pg);
-		ok = have && info.fast && pvst_mode_ok(expect, pg.mode);
+		ok = have && pvst_settled(expect, expect_line, &pg, &info);
 		if (ok || pvst_elapsed(t0) >= seconds)
 			break;
 		usleep(100000);
 	}
-	ksft_print_msg("page: mode %s, line %s, bound %llu ns, spread %llu ns, tsc_warp %llu, line anchors %llu, %u records registered, library %s, after %.1f s; expected mode %s; module parameters \"%s\"\n",
+	ksft_print_msg("page: mode %s, line %s, bound %llu ns, spread %llu ns, tsc_warp %llu, line anchors %llu, %u records registered, library %s, after %.1f s; expected mode %s, line %s; module parameters \"%s\"\n",
 		       have ? pvst_mode_name(pg.mode) : "(no page)",
 		       pvst_line_name(pg.line_state),
 		       (unsigned long long)info.error_bound_ns,
@@ -267,8 +314,24 @@ static inline bool pvst_wait_fast(int expect, double seconds)
 		       (unsigned long long)pg.anchors, info.nr_registered,
 		       info.fast ? "fast" : "slow", pvst_elapsed(t0),
 		       pvst_expect_name(expect),
+		       pvst_expect_line_name(expect_line),
 		       getenv("PVREAD_KMOD_ARGS") ?: "");
 	return ok;
+}
+
+/* The same, for the expectation of the environment (PVREAD_EXPECT_*). */
+static inline bool pvst_wait_expected(double seconds)
+{
+	return pvst_wait_settled(pvst_expect_mode(), pvst_expect_line(),
+				 seconds);
+}
+
+/* The page's mode now (PVREAD_MODE_NONE when it cannot be mapped). */
+static inline uint32_t pvst_page_mode(void)
+{
+	struct pvst_page pg = { 0 };
+
+	return pvst_page_sample(&pg) ? pg.mode : PVREAD_MODE_NONE;
 }
 
 /* ---- the bracket: a library read between two system calls ---- */

@@ -68,8 +68,8 @@ TEST_F_TIMEOUT(suspend, pm_test_core, 120)
 	EXPECT_EQ(0, ret) TH_LOG("the S3 test cycle did not complete");
 	EXPECT_LT(r0, r1) TH_LOG("the module's syscore resume hook did not run");
 
-	EXPECT_TRUE(pvst_wait_fast(pvst_expect_mode(), 30))
-		TH_LOG("not back in the expected mode after the resume");
+	EXPECT_TRUE(pvst_wait_expected(30))
+		TH_LOG("not back in the expected mode and line state after the resume");
 	pvst_snap(&h);
 	if (h.mode == PVREAD_MODE_LINE) {
 		a1 = pvst_read_number(SYS "line_anchors");

@@ -5,7 +5,8 @@
 # test_tsc_skew makes the module's cross-vCPU check add ticks on the last
 # online CPU, so that the check sees the TSC go back; cleared and checked
 # again, the line comes back.  A reader (threads of one process) runs
-# across both changes of mode and must never see a clock go back.
+# across both changes of mode (line -> none, the kernel answering, ->
+# line) and must never see a clock go back.
 # KTAP (pvread_lib.sh): a skip where there is no line mode, or one vCPU;
 # exits 1 when any check failed.
 . "$(dirname "$0")/pvread_lib.sh"
@@ -43,21 +44,21 @@ else
 	echo $warp_skew > $params/test_tsc_skew
 	echo 1 > $sys/tsc_check
 	rc=$?
-	wait_mode percpu 5
+	wait_mode none/warp 5
 	pvread_state "after test_tsc_skew=$warp_skew and a check"
 	pvread_page | sed -n '1,2p'
 	check "line: tsc_check runs (write returns 0)" [ $rc -eq 0 ]
-	check "line: a TSC warp ends line mode (mode percpu, line warp)" \
-		[ "$(cat $sys/mode)/$(cat $sys/line)" = percpu/warp ]
-	check "line: the page says so too (mode 1, line_state 3)" \
-		[ "$(hdr_field mode)/$(hdr_field line_state)" = 1/3 ]
+	check "line: a TSC warp ends line mode (mode none, line warp)" \
+		[ "$(cat $sys/mode)/$(cat $sys/line)" = none/warp ]
+	check "line: the page says so too (mode 0, line_state 3)" \
+		[ "$(hdr_field mode)/$(hdr_field line_state)" = 0/3 ]
 	echo "# line: tsc_warp $(cat $sys/tsc_warp) ticks, skew $warp_skew"
 	check "line: tsc_warp shows the step back" \
 		[ "$(cat $sys/tsc_warp)" -gt $((warp_skew / 2)) ]
 	sleep 2
 	echo 0 > $params/test_tsc_skew
 	echo 1 > $sys/tsc_check
-	wait_mode line 30
+	wait_mode line/active 30
 	pvread_state "after test_tsc_skew=0 and a check"
 	check "line: the skew cleared and checked again, line mode is back (mode line, line active)" \
 		[ "$(cat $sys/mode)/$(cat $sys/line)" = line/active ]
@@ -68,7 +69,7 @@ else
 	rc=$?
 	sed 's/^/# warp reader: /' /tmp/pvread-order-warp.out | grep -v '^# warp reader: # threads: reader'
 	echo "# line: warp reader (pvread_order) exit $rc"
-	check "line: threads reading across line -> percpu -> line never saw a clock go back" \
+	check "line: threads reading across line -> none -> line never saw a clock go back" \
 		[ $rc -eq 0 ]
 fi
 pvread_done
