@@ -103,7 +103,7 @@ pvread_sub() {
 	echo "# $_pvread_name: exit $_pvread_rc after $(pvread_since "$_pvread_t0") s"
 	[ -n "$_pvread_bad" ] && echo "$_pvread_bad" | sed 's/^/# dmesg: /'
 	_pvread_why=
-	if [ "$_pvread_rc" -eq 0 -o "$_pvread_rc" -eq 4 ] && [ -z "$_pvread_bad" ] &&
+	if { [ "$_pvread_rc" -eq 0 ] || [ "$_pvread_rc" -eq 4 ]; } && [ -z "$_pvread_bad" ] &&
 	   grep -qE '^(1\.\.0 # SKIP|# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:[1-9][0-9]* error:0$)' \
 		/tmp/pvread_sub_out.$$; then
 		_pvread_why=$(sed -n 's/^\(1\.\.0\|ok [0-9]* .*\) # SKIP \(.*\)/\2/p' \
