@@ -63,8 +63,6 @@ struct pvread_line_state {
 
 /* Written on the CPU itself, or with it offline. */
 struct pvread_cpu {
-	u64 saved_tsc_aux;
-	bool wrote_tsc_aux;
 	bool in_xen;		/* Xen may write the area: let go before freeing */
 	bool stuck;		/* Xen refused to let go of the area */
 	int error;
@@ -81,7 +79,6 @@ struct pvread_state {
 	struct pvread_cpu *cpus;
 	enum cpuhp_state hp_state;
 	bool cpu0_owned_by_kernel;
-	bool has_rdtscp;		/* per-CPU mode needs it, line mode not */
 	bool phys_area;			/* areas by physical address */
 
 	/*
@@ -109,8 +106,6 @@ struct pvread_state {
 	 */
 	u64 gen;
 	cpumask_var_t registered;
-	cpumask_var_t tsc_aux_ok;
-	cpumask_var_t prepared;		/* online callback has run */
 	cpumask_var_t to_register;	/* after a resume, by each CPU itself */
 	cpumask_var_t tsc_covered;	/* CPUs the last TSC check ran on */
 	bool xen_clocksource;		/* at the last timekeeper update */
@@ -119,8 +114,8 @@ struct pvread_state {
 	bool suspended;			/* between syscore suspend and resume */
 	bool shutting_down;		/* reboot, halt, poweroff or kexec */
 	u64 last_update_ns;		/* ktime_get_mono_fast_ns() then */
-	u64 resumes;
-	struct work_struct resume_work;	/* checks TSC_AUX after a resume */
+	u64 resumes;			/* header.disruptions */
+	struct work_struct resume_work;	/* registers the records again */
 	struct work_struct check_work;	/* TSC check for a CPU not yet in one */
 	struct mutex check_mutex;	/* one TSC check at a time */
 
@@ -223,7 +218,7 @@ u32 pvread_flags(void);
 void pvread_publish(struct pvread_header *h);
 void pvread_republish(void);
 
-/* pvread_xen.c: the areas, TSC_AUX, suspend, resume and shutdown */
+/* pvread_xen.c: the areas, suspend, resume and shutdown */
 int pvread_cpu_online(unsigned int cpu);
 int pvread_cpu_offline(unsigned int cpu);
 extern struct notifier_block pvread_reboot_nb;

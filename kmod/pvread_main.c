@@ -128,17 +128,9 @@ static struct miscdevice pvread_misc = {
 	.mode = 0444,
 };
 
-static bool pvread_cpu_has_rdtscp(void)
-{
-	return boot_cpu_has(X86_FEATURE_RDTSCP) ||
-	       (cpuid_edx(0x80000001) & BIT(27));
-}
-
 static void pvread_free(void)
 {
 	free_cpumask_var(pvread.registered);
-	free_cpumask_var(pvread.tsc_aux_ok);
-	free_cpumask_var(pvread.prepared);
 	free_cpumask_var(pvread.to_register);
 	free_cpumask_var(pvread.tsc_covered);
 	kfree(pvread.cpus);
@@ -155,7 +147,6 @@ static int __init pvread_init(void)
 		pr_err("not running on Xen: no pvclock to publish\n");
 		return -ENODEV;
 	}
-	pvread.has_rdtscp = pvread_cpu_has_rdtscp();
 	pvread.warmup_sec = PVREAD_WARMUP_SEC;
 	pvread.phys_area = xen_feature(PVREAD_XENFEAT_TIME_PHYS_AREA);
 
@@ -168,8 +159,6 @@ static int __init pvread_init(void)
 	raw_spin_lock_init(&pvread.lock);
 	pvread.cpus = kcalloc(nr_cpu_ids, sizeof(*pvread.cpus), GFP_KERNEL);
 	if (!pvread.cpus || !zalloc_cpumask_var(&pvread.registered, GFP_KERNEL) ||
-	    !zalloc_cpumask_var(&pvread.tsc_aux_ok, GFP_KERNEL) ||
-	    !zalloc_cpumask_var(&pvread.prepared, GFP_KERNEL) ||
 	    !zalloc_cpumask_var(&pvread.to_register, GFP_KERNEL) ||
 	    !zalloc_cpumask_var(&pvread.tsc_covered, GFP_KERNEL)) {
 		ret = -ENOMEM;

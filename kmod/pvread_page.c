@@ -12,7 +12,7 @@
 
 static bool pvread_line_enabled = true;
 module_param_named(line, pvread_line_enabled, bool, 0444);
-MODULE_PARM_DESC(line, "Publish one clock line for every vCPU when the TSC allows (default 1; 0: per-CPU records only)");
+MODULE_PARM_DESC(line, "Publish one clock line for every vCPU when the TSC allows (default 1; 0: never, the kernel answers every read)");
 
 static bool tsc_reliable;
 module_param(tsc_reliable, bool, 0444);
@@ -63,30 +63,25 @@ u32 pvread_line_reason(u32 flags)
 /*
  * Flags and mode from the state of everything; pvread.lock held, header open.
  *
- * Stable mode: when Xen sets PVCLOCK_TSC_STABLE_BIT, Linux trusts it only if
- * it saw the bit at boot, and then it has registered vCPU 0's secondary area
- * for its own vDSO (pvclock_get_pvti_cpu0_va() is set) and reads pvclock
- * without the global last_value.  That area is the kernel's: this module
- * never registers vCPU 0 then (pvread_kernel_owns()), since Xen keeps one
- * secondary area per vCPU and a second registration would take it away.
- * Every record then tells the same time, so the page names one registered
- * record, the lowest-numbered CPU's, in stable_record, for every CPU; no
- * TSC_AUX is needed.  Without the kernel's trust in the bit (it appeared
- * after boot, or the vDSO could not register) the kernel still hides the
- * records' disagreement behind last_value, and the page is line or per-CPU.
- * With a single vCPU whose area the kernel owns nothing is registered and
- * the mode is none; the kernel's vDSO is fast there anyway.
+ * The line, or none.  When Xen sets PVCLOCK_TSC_STABLE_BIT, Linux trusts
+ * it only if it saw the bit at boot, and then it has registered vCPU 0's
+ * secondary area for its own vDSO (pvclock_get_pvti_cpu0_va() is set) and
+ * reads pvclock in user space without the global last_value: libc's
+ * clock_gettime() is the fast answer there, and the page says none, line
+ * state stable.  That area is the kernel's: this module never registers
+ * vCPU 0 then (pvread_kernel_owns()), since Xen keeps one secondary area
+ * per vCPU and a second registration would take it away.  Without the
+ * kernel's trust in the bit (it appeared after boot, or the vDSO could not
+ * register) the kernel still hides the records' disagreement behind
+ * last_value, and the line is measured as anywhere else.
  *
  * Line mode needs a line the last timekeeping update anchored (only the
- * notifier starts one); per-CPU mode is the fallback where the TSC cannot
- * be trusted across vCPUs, or line=0.
+ * notifier starts one); everywhere else the kernel answers.
  */
 u32 pvread_flags(void)
 {
 	u32 flags = pvread.xen_tsc_flags;
 
-	if (cpumask_subset(pvread.prepared, pvread.tsc_aux_ok))
-		flags |= PVREAD_FLAG_TSC_AUX;
 	if (pvread.cpu0_owned_by_kernel)
 		flags |= PVREAD_FLAG_CPU0_OWNED_BY_KERNEL;
 	if (pvread.xen_clocksource)
@@ -104,21 +99,12 @@ void pvread_publish(struct pvread_header *h)
 	h->flags = flags;
 	h->line_state = pvread_line_reason(flags);
 	h->tsc_warp = pvread.tsc_warp;
+	h->disruptions = pvread.resumes;
 	h->mode = PVREAD_MODE_NONE;
-	h->stable_record = 0;
 	if (h->line_state != PVREAD_LINE_ACTIVE)
 		pvread_line_end(h);
-	if (!pvread.ready || pvread.suspended || !pvread.xen_clocksource ||
-	    !h->nr_registered)
-		return;
-	if ((flags & PVREAD_FLAG_TSC_STABLE) && pvread.cpu0_owned_by_kernel) {
-		h->stable_record = cpumask_first(pvread.registered);
-		h->mode = PVREAD_MODE_STABLE;
-	} else if (h->line_state == PVREAD_LINE_ACTIVE && pvread.ln.live) {
+	else if (pvread.ln.live)
 		h->mode = PVREAD_MODE_LINE;
-	} else if (flags & PVREAD_FLAG_TSC_AUX) {
-		h->mode = PVREAD_MODE_PERCPU;
-	}
 }
 
 /* Republish after a change outside the timekeeper; pvread.lock held. */

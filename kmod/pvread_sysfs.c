@@ -21,8 +21,6 @@
  */
 static const char * const pvread_mode_names[] = {
 	[PVREAD_MODE_NONE] = "none",
-	[PVREAD_MODE_PERCPU] = "percpu",
-	[PVREAD_MODE_STABLE] = "stable",
 	[PVREAD_MODE_LINE] = "line",
 };
 
@@ -89,13 +87,6 @@ static ssize_t registered_show(struct device *dev,
 	return len;
 }
 static DEVICE_ATTR_RO(registered);
-
-static ssize_t stable_record_show(struct device *dev,
-				  struct device_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "%u\n", READ_ONCE(pvread.hdr->stable_record));
-}
-static DEVICE_ATTR_RO(stable_record);
 
 static ssize_t updates_show(struct device *dev, struct device_attribute *attr,
 			    char *buf)
@@ -219,7 +210,6 @@ static struct attribute *pvread_attrs[] = {
 	&dev_attr_tsc_stable.attr,
 	&dev_attr_xen_clocksource.attr,
 	&dev_attr_registered.attr,
-	&dev_attr_stable_record.attr,
 	&dev_attr_updates.attr,
 	&dev_attr_last_update_age_ms.attr,
 	&dev_attr_spread_ns.attr,

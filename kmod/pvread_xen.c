@@ -4,8 +4,9 @@
  * it: each vCPU's secondary time area, registered and let go of by that
  * CPU itself as it comes online and goes offline, at suspend and resume
  * (Xen save/restore and migration included) and before a reboot or kexec;
- * TSC_AUX, which per-CPU mode reads and a PV guest leaves at 0; and Xen's
- * CPUID time leaf, which says whether one TSC serves every vCPU.
+ * and Xen's CPUID time leaf, which says whether one TSC serves every vCPU.
+ * No CPU state the kernel owns is written (TSC_AUX included: the line
+ * names no CPU).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -16,7 +17,6 @@
 #include <linux/smp.h>
 #include <linux/syscore_ops.h>
 #include <linux/topology.h>
-#include <asm/msr.h>
 #include <asm/xen/hypercall.h>
 #include <asm/xen/hypervisor.h>
 #include <xen/interface/vcpu.h>
@@ -24,44 +24,6 @@
 #include <asm/xen/page.h>
 
 #include "pvread_internal.h"
-
-#ifndef PVREAD_HAVE_MSRQ	/* see Kbuild */
-#define rdmsrq_safe rdmsrl_safe
-#define wrmsrq_safe wrmsrl_safe
-#endif
-
-static u32 pvread_read_tsc_aux(void)
-{
-	u32 lo, hi, aux;
-
-	asm volatile("rdtscp" : "=a" (lo), "=d" (hi), "=c" (aux));
-	return aux;
-}
-
-/*
- * rdtscp must name the CPU the TSC was read on.  Linux as a PV guest leaves
- * TSC_AUX at 0 on every vCPU, so program it the way Linux does elsewhere
- * ((node << 12) | cpu) and check that user-visible rdtscp now agrees.
- */
-static void pvread_setup_tsc_aux(unsigned int cpu, struct pvread_cpu *pc)
-{
-	u64 want = ((u64)cpu_to_node(cpu) << 12) | cpu;
-
-	cpumask_clear_cpu(cpu, pvread.tsc_aux_ok);
-	if (!pvread.has_rdtscp || cpu > PVREAD_TSC_AUX_CPU_MASK)
-		return;
-	if ((pvread_read_tsc_aux() & PVREAD_TSC_AUX_CPU_MASK) != cpu) {
-		/* Keep what was there before the module, for the offline. */
-		if (!pc->wrote_tsc_aux &&
-		    rdmsrq_safe(MSR_TSC_AUX, &pc->saved_tsc_aux))
-			return;
-		if (wrmsrq_safe(MSR_TSC_AUX, want))
-			return;
-		pc->wrote_tsc_aux = true;
-	}
-	if ((pvread_read_tsc_aux() & PVREAD_TSC_AUX_CPU_MASK) == cpu)
-		cpumask_set_cpu(cpu, pvread.tsc_aux_ok);
-}
 
 static int pvread_register_area(unsigned int cpu, struct pvread_pvclock *p)
 {
@@ -157,8 +119,8 @@ static bool pvread_kernel_owns(unsigned int cpu)
 /*
  * Runs on @cpu itself (CPUHP_AP_ONLINE_DYN), before CPUHP_AP_ACTIVE lets the
  * scheduler put user tasks there: the record is registered, written by Xen
- * (it updates the calling vCPU's area at registration) and TSC_AUX names
- * the CPU before any user-space rdtscp can run on it.
+ * (it updates the calling vCPU's area at registration) before any user task
+ * can run on it.
  */
 int pvread_cpu_online(unsigned int cpu)
 {
@@ -184,8 +146,6 @@ int pvread_cpu_online(unsigned int cpu)
 
 	raw_spin_lock_irqsave(&pvread.lock, irqflags);
 	cpumask_clear_cpu(cpu, pvread.to_register);
-	pvread_setup_tsc_aux(cpu, pc);
-	cpumask_set_cpu(cpu, pvread.prepared);
 	if (reg && !ret) {
 		cpumask_set_cpu(cpu, pvread.registered);
 		WRITE_ONCE(rec->state, PVREAD_RECORD_REGISTERED);
@@ -221,15 +181,9 @@ int pvread_cpu_offline(unsigned int cpu)
 	raw_spin_lock_irqsave(&pvread.lock, irqflags);
 	pvread_retire(cpu, NULL);
 	cpumask_clear_cpu(cpu, pvread.to_register);
-	cpumask_clear_cpu(cpu, pvread.prepared);
-	cpumask_clear_cpu(cpu, pvread.tsc_aux_ok);
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);
 
-	if (pc->wrote_tsc_aux) {
-		wrmsrq_safe(MSR_TSC_AUX, pc->saved_tsc_aux);
-		pc->wrote_tsc_aux = false;
-	}
 	/* Also one a Xen save left registered (see the suspend hook). */
 	if (pc->in_xen)
 		pvread_unregister_self(cpu);
@@ -252,9 +206,9 @@ int pvread_cpu_offline(unsigned int cpu)
  * bound's history afresh but carry its worst over until readers' floors
  * cannot be ahead by more (see carry_ns), and have a work item register
  * each record again from its own CPU (Xen fills it, and rewrites that
- * vCPU's primary record, from the calling pCPU's calibration), check
- * TSC_AUX there, and check the TSC across vCPUs before the page says
- * per-CPU or line again.  Before a reboot or kexec every CPU lets go of
+ * vCPU's primary record, from the calling pCPU's calibration), and check
+ * the TSC across vCPUs before the page says line again.  Each resume
+ * counts as a disruption in the page (header.disruptions).  Before a reboot or kexec every CPU lets go of
  * its own area (pvread_reboot_notify()).  The syscore hooks rather than
  * a PM notifier, since Xen's own suspend path calls no PM notifier.
  */
@@ -339,10 +293,7 @@ struct notifier_block pvread_reboot_nb = {
 
 static void pvread_syscore_resume_hook(void)
 {
-	unsigned int self = smp_processor_id();
-
 	raw_spin_lock(&pvread.lock);
-	cpumask_and(pvread.tsc_aux_ok, pvread.tsc_aux_ok, cpumask_of(self));
 	/* Maybe another host, another TSC: no line until checked again. */
 	pvread.tsc_checked = false;
 	cpumask_clear(pvread.tsc_covered);
@@ -412,7 +363,7 @@ void pvread_unregister_syscore(void)
 }
 #endif
 
-/* After a resume, on each CPU: its record again, TSC_AUX checked. */
+/* After a resume, on each CPU: its record again. */
 static void pvread_resume_cpu(void *unused)
 {
 	unsigned int cpu = smp_processor_id();
@@ -430,21 +381,14 @@ static void pvread_resume_cpu(void *unused)
 		cpumask_set_cpu(cpu, pvread.registered);
 		WRITE_ONCE(pvread_record(cpu)->state, PVREAD_RECORD_REGISTERED);
 	}
-	if (cpumask_test_cpu(cpu, pvread.prepared))
-		pvread_setup_tsc_aux(cpu, &pvread.cpus[cpu]);
 	pvread_republish();
 	raw_spin_unlock(&pvread.lock);
 }
 
 void pvread_resume_work(struct work_struct *work)
 {
-	unsigned int cpu;
-
 	cpus_read_lock();
 	on_each_cpu(pvread_resume_cpu, NULL, 1);
-	for_each_cpu(cpu, pvread.prepared)
-		if (pvread.has_rdtscp && !cpumask_test_cpu(cpu, pvread.tsc_aux_ok))
-			pr_warn("cpu%u: TSC_AUX wrong after resume\n", cpu);
 	cpus_read_unlock();
 	pvread_tsc_check();
 }

@@ -17,32 +17,23 @@
  *  1. s = header.seq; odd means an update is in progress: retry.
  *     Copy the fields needed, read header.seq again after a read barrier;
  *     a different value means retry.
- *  2. header.mode tells how (or whether) to read, see PVREAD_MODE_*.
- *     PVREAD_MODE_LINE is read as described under struct pvread_line;
- *     steps 3-5 are for the other modes.
- *  3. In PVREAD_MODE_PERCPU, rdtscp returns the TSC and, in the low 12 bits
- *     of TSC_AUX, the CPU whose record describes that TSC value.  In
- *     PVREAD_MODE_STABLE (Xen set PVCLOCK_TSC_STABLE_BIT: every vCPU's
- *     record gives the same time) record header.stable_record describes the
- *     TSC of every CPU, and an ordered rdtsc (lfence; rdtsc) will do.
- *     The record must have PVREAD_RECORD_REGISTERED in its state, an even
- *     pvclock version equal before and after the fields are read, and a
- *     tsc_timestamp not later than the TSC value.
- *  4. cycles = system_time + ((tsc - tsc_timestamp) << tsc_shift, or >> if
- *     negative) * tsc_to_system_mul >> 32, with a 128-bit product.  These
- *     are the cycles of the kernel's "xen" clocksource.
- *  5. The kernel's CLOCK_* conversion of those cycles, mirrored in
- *     struct pvread_timekeeper, exactly as the vDSO does it:
+ *  2. header.mode is PVREAD_MODE_LINE, or the kernel must answer
+ *     (PVREAD_MODE_NONE; header.line_state says why).  A reader whose
+ *     tolerance is below header.error_bound_ns asks the kernel too.
+ *  3. The fine clocks from the line, read as described under struct
+ *     pvread_line, with an ordered rdtsc (lfence; rdtsc) on any CPU; the
+ *     _COARSE clocks from tk.base[], the timekeeper's at its last update.
+ *
+ * The records and header.tk are there to be checked, not read from: the
+ * module measures the line against them at every update, and a tool or a
+ * test can evaluate a record the way the kernel's "xen" clocksource does
+ * (record.pvclock: the vCPU's own record; not ordered across vCPUs):
+ *     cycles = system_time + ((tsc - tsc_timestamp) << tsc_shift, or >> if
+ *     negative) * tsc_to_system_mul >> 32, with a 128-bit product;
  *     delta = cycles - cycle_last (0 if negative), and if delta is below
  *     max_delta, ns = (base[clock].snsec + delta * mult) >> shift,
- *     time = base[clock].sec + ns (normalised).
- *  6. In PVREAD_MODE_PERCPU and PVREAD_MODE_LINE, header.error_bound_ns
- *     estimates how far such a reading can be from the kernel's own
- *     answer for the same instant (measured, not proven: what it covers
- *     is under struct pvread_line); callers with a smaller tolerance must
- *     ask the kernel instead.  In PVREAD_MODE_STABLE the reading is the kernel's
- *     answer (its "xen" clocksource then reads one record the same way,
- *     with no global last_value to hide disagreement behind).
+ *     time = base[clock].sec + ns (normalised): the kernel's own
+ *     conversion of those cycles, as its vDSO would make it.
  */
 #ifndef _UAPI_LINUX_PVREAD_H
 #define _UAPI_LINUX_PVREAD_H
@@ -53,21 +44,22 @@
 
 #define PVREAD_DEVICE		"/dev/pvread"
 #define PVREAD_MAGIC		0x44525650	/* "PVRD" little-endian */
-#define PVREAD_ABI_VERSION	2
+#define PVREAD_ABI_VERSION	3
 
-/* rdtscp leaves (node << 12 | cpu) in TSC_AUX, the encoding Linux uses. */
-#define PVREAD_TSC_AUX_CPU_MASK	0xfffU
-#define PVREAD_MAX_RECORDS	(PVREAD_TSC_AUX_CPU_MASK + 1)
+/* The most records a page holds (indexed by Linux CPU number). */
+#define PVREAD_MAX_RECORDS	4096
 
-/* header.mode */
-#define PVREAD_MODE_NONE	0	/* no fast path now: use the syscall */
-#define PVREAD_MODE_PERCPU	1	/* record of the CPU named by TSC_AUX */
-#define PVREAD_MODE_STABLE	2	/* header.stable_record serves every CPU */
-#define PVREAD_MODE_LINE	3	/* header.line serves every CPU */
+/*
+ * header.mode.  ABI version 2 also had per-CPU and stable modes; where the
+ * kernel trusts Xen's stable bit its own vDSO reads pvclock without a
+ * system call, and records at rates apart keep the error bound beyond any
+ * useful tolerance, so neither had a user.
+ */
+#define PVREAD_MODE_NONE	0	/* no fast path now: the kernel answers */
+#define PVREAD_MODE_LINE	1	/* header.line serves every CPU */
 
 /* header.flags */
 #define PVREAD_FLAG_XEN_CLOCKSOURCE	_BITUL(0) /* timekeeper runs on "xen" */
-#define PVREAD_FLAG_TSC_AUX		_BITUL(1) /* every online CPU's TSC_AUX names it */
 #define PVREAD_FLAG_TSC_STABLE		_BITUL(2) /* Xen set PVCLOCK_TSC_STABLE_BIT */
 #define PVREAD_FLAG_CPU0_OWNED_BY_KERNEL _BITUL(3) /* Linux's vDSO owns vCPU 0's area */
 #define PVREAD_FLAG_TSC_EMULATED	_BITUL(4) /* Xen emulates rdtsc (CPUID time leaf) */
@@ -90,7 +82,8 @@
 #define PVREAD_LINE_UNVOUCHED	2	/* nobody vouches for one TSC across vCPUs */
 #define PVREAD_LINE_WARP	3	/* the TSC went back across vCPUs */
 #define PVREAD_LINE_UNCHECKED	4	/* check not done yet (load, resume) */
-#define PVREAD_LINE_STABLE	5	/* Xen's stable bit: exact stable mode */
+#define PVREAD_LINE_STABLE	5	/* Xen's stable bit: the kernel's vDSO
+					 * reads pvclock itself, fast */
 #define PVREAD_LINE_WAITING	6	/* no line until the page may be read */
 #define PVREAD_LINE_RATES	7	/* the records' rates disagree */
 
@@ -155,7 +148,7 @@ struct pvread_timekeeper {
  * tsc from an ordered rdtsc (lfence; rdtsc) or rdtscp on any CPU, the
  * base's snsec nanoseconds << 32, below 10^9 << 32.  REALTIME, TAI and
  * BOOTTIME share MONOTONIC's rate: their bases differ from its by the
- * kernel's own offsets.  The _COARSE clocks come from tk as in other modes.
+ * kernel's own offsets.  The _COARSE clocks come from tk.
  *
  * What the module promises:
  *  - For every fine clock but REALTIME and TAI, which the kernel steps,
@@ -164,8 +157,8 @@ struct pvread_timekeeper {
  *    where its predecessor stood at its anchor, and above it for 20 us
  *    after, while a reader that read its TSC late could still be on the
  *    old one), so readings from the line are ordered across every CPU,
- *    thread and process.  Readings in the other modes are not ordered
- *    against them.
+ *    thread and process.  The kernel's own answer is not ordered
+ *    against them: it may be behind the line by up to the bound.
  *  - While header.mode is PVREAD_MODE_LINE, header.error_bound_ns is an
  *    estimate, measured and not proven, of how far a reading can be from
  *    the kernel's clock_gettime() at the same instant on any CPU.  At
@@ -223,11 +216,18 @@ struct pvread_header {
 	__u64 error_bound_ns;	/* estimated |reading - kernel's|, see above */
 	__u64 updates;		/* timekeeper updates mirrored since load */
 	__u64 spread_ns;	/* records' disagreement at the last update */
-	__u32 stable_record;	/* in PVREAD_MODE_STABLE: the record to use */
+	__u32 pad;
 	__u32 line_state;	/* PVREAD_LINE_* */
 	__u64 tsc_warp;		/* worst TSC step back across vCPUs, ticks */
 	struct pvread_timekeeper tk;
 	struct pvread_line line;
+	/*
+	 * Resumes since load: after a suspend, a save and restore or a
+	 * migration, where the TSC may run at another rate and time may have
+	 * passed unseen, as vmclock's disruption_marker: a program holding
+	 * time-based leases can notice one by a change of this count.
+	 */
+	__u64 disruptions;
 };
 
 /*
@@ -286,7 +286,6 @@ __PVREAD_ASSERT_OFFSET(struct pvread_timekeeper, base, 72);
 _Static_assert(sizeof(struct pvread_timekeeper) == 328, "timekeeper size");
 __PVREAD_ASSERT_OFFSET(struct pvread_header, seq, 8);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, error_bound_ns, 40);
-__PVREAD_ASSERT_OFFSET(struct pvread_header, stable_record, 64);
 __PVREAD_ASSERT_OFFSET(struct pvread_line, mul, 16);
 __PVREAD_ASSERT_OFFSET(struct pvread_line, shift, 24);
 __PVREAD_ASSERT_OFFSET(struct pvread_line, base, 48);
@@ -294,7 +293,8 @@ _Static_assert(sizeof(struct pvread_line) == 304, "line size");
 __PVREAD_ASSERT_OFFSET(struct pvread_header, line_state, 68);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, tk, 80);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, line, 408);
-_Static_assert(sizeof(struct pvread_header) == 712, "header size");
+__PVREAD_ASSERT_OFFSET(struct pvread_header, disruptions, 712);
+_Static_assert(sizeof(struct pvread_header) == 720, "header size");
 _Static_assert(sizeof(struct pvread_reference) == 24, "reference size");
 _Static_assert(sizeof(struct pvread_kernel_time) == 144, "kernel_time size");
 #endif /* C11 */
