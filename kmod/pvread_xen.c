@@ -202,15 +202,16 @@ int pvread_cpu_offline(unsigned int cpu)
  *    area and the TSC may run at another rate.
  * So: at suspend publish mode none, end the line, take every record off
  * the page and have Xen let go of this CPU's area (as Linux does with its
- * own, xen_save_time_memory_area()); at resume start the
- * bound's history afresh but carry its worst over until readers' floors
- * cannot be ahead by more (see carry_ns), and have a work item register
- * each record again from its own CPU (Xen fills it, and rewrites that
- * vCPU's primary record, from the calling pCPU's calibration), and check
- * the TSC across vCPUs before the page says line again.  Each resume
- * counts as a disruption in the page (header.disruptions).  Before a reboot or kexec every CPU lets go of
- * its own area (pvread_reboot_notify()).  The syscore hooks rather than
- * a PM notifier, since Xen's own suspend path calls no PM notifier.
+ * own, xen_save_time_memory_area()); at resume start the bound's history
+ * afresh but carry its worst over until readers' lifted fallbacks cannot
+ * be ahead by more (see carry_ns), and have a work item register each
+ * record again from its own CPU (Xen fills it, and rewrites that vCPU's
+ * primary record, from the calling pCPU's calibration), and check the TSC
+ * across vCPUs before the page says line again.  Each resume counts as a
+ * disruption in the page (header.disruptions).  Before a reboot or kexec
+ * every CPU lets go of its own area (pvread_reboot_notify()).  The syscore
+ * hooks rather than a PM notifier, since Xen's own suspend path calls no
+ * PM notifier.
  */
 static int pvread_syscore_suspend_hook(void)
 {
