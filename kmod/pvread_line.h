@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The line's arithmetic on its own parameters, nothing else: pvread.c
- * includes it, and so does kmod/test_line.c, which runs it on the host
- * against random and adversarial anchors.  The includer provides u8, u32,
- * s64, u64, U32_MAX, S64_MIN, NSEC_PER_SEC, clamp() and div_s64() with
- * the kernel's meaning.
+ * The line's arithmetic on its own parameters, nothing else: the module
+ * includes it (pvread_internal.h), and so does kmod/test_line.c, which runs
+ * it on the host against random and adversarial anchors.  The includer
+ * provides u8, u32, s64, u64, U32_MAX, S64_MIN, NSEC_PER_SEC, clamp() and
+ * div_s64() with the kernel's meaning.
  */
 #ifndef PVREAD_LINE_H
 #define PVREAD_LINE_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The module's line arithmetic (pvread_line.h, the code pvread.c runs) on
+ * The module's line arithmetic (pvread_line.h, the code pvread_line.c runs) on
  * the host, against random and adversarial anchors.  Each round takes a
  * line, re-anchors it d ticks past its anchor at a new rate, as every
  * timekeeping update does, and checks what readers rely on:

@@ -84,9 +84,13 @@ payload_from_packages() {
     done
     src=$(echo "$x"/usr/src/pvread-*)
     ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-    [[ -f $src/dkms.conf && -f $src/kmod/pvread.c ]] || die "pvread-dkms has no module source"
+    [[ -f $src/dkms.conf && -f $src/kmod/Kbuild ]] || die "pvread-dkms has no module source"
     # The platforms' modules (vm/build-kmod-platform) are built from the tree's kmod/.
-    cmp -s "$src/kmod/pvread.c" kmod/pvread.c || die "pvread-dkms's pvread.c is not kmod/pvread.c"
+    [[ $(cd "$src" && echo kmod/pvread_*.[ch]) == "$(echo kmod/pvread_*.[ch])" ]] ||
+        die "pvread-dkms's module sources are not kmod/pvread_*.[ch]"
+    for f in kmod/Kbuild kmod/pvread_*.[ch]; do
+        cmp -s "$src/$f" "$f" || die "pvread-dkms's $f is not the tree's"
+    done
     make -C "$src/kmod" KDIR="$kdir" >"$x/kmod.log" 2>&1 ||
         { cat "$x/kmod.log"; die "pvread-dkms's source does not build against $kdir"; }
     cp "$src/kmod/pvread.ko" "$payload/pvread.ko"
