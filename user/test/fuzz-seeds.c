@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The fuzz target's seeds: a synthetic page in each mode, as the module
- * lays one out, written to DIR/{stable,percpu,line}.  The corpus in
- * test/fuzz-corpus/ was made with it: make -C user fuzz-seeds.
+ * The fuzz target's seeds: synthetic pages of ABI version 3 as the module
+ * lays them out, written to DIR/{line,line-left,none}: line mode; line
+ * mode left for none, the last line kept with its span cut (what a
+ * fallback is lifted towards); none from the start, no line.  The corpus
+ * in test/fuzz-corpus/ was made from them: make -C user fuzz-seeds, then
+ * make -C user fuzz, and libFuzzer's -merge=1 into a fresh directory.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -14,10 +17,11 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		uint32_t mode;
+		int leave;
 	} pages[] = {
-		{ "stable", PVREAD_MODE_STABLE },
-		{ "percpu", PVREAD_MODE_PERCPU },
-		{ "line", PVREAD_MODE_LINE },
+		{ "line", PVREAD_MODE_LINE, 0 },
+		{ "line-left", PVREAD_MODE_LINE, 1 },
+		{ "none", PVREAD_MODE_NONE, 0 },
 	};
 	char path[4096];
 	unsigned int i;
@@ -31,10 +35,14 @@ int main(int argc, char **argv)
 		if (synthetic_init(&s, pages[i].mode))
 			return 1;
 		synthetic_tick(&s);
+		synthetic_line_update(&s);
+		if (pages[i].leave)
+			synthetic_line_leave(&s);
 		snprintf(path, sizeof(path), "%s/%s", argv[1], pages[i].name);
 		f = fopen(path, "w");
 		if (!f || fwrite(s.hdr, s.size, 1, f) != 1 || fclose(f))
 			return 1;
+		synthetic_free(&s);
 	}
 	return 0;
 }

@@ -6,10 +6,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static int tap_count, tap_failed;
+static int tap_count, tap_failed, tap_planned;
 
 static inline void tap_plan(int n)
 {
+	tap_planned = n;
 	printf("TAP version 13\n1..%d\n", n);
 }
 
@@ -26,8 +27,13 @@ static inline void tap_result(int pass, const char *fmt, ...)
 	tap_failed |= !pass;
 }
 
+/* A plan that is not the count of results fails the run. */
 static inline int tap_exit(void)
 {
+	if (tap_count != tap_planned) {
+		printf("# planned %d tests, ran %d\n", tap_planned, tap_count);
+		tap_failed = 1;
+	}
 	printf("# %s\n", tap_failed ? "FAILED" : "all passed");
 	return tap_failed;
 }

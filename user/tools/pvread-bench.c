@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * pvread-bench: ns per read of raw rdtscp, libpvread for each clock, libc's
- * clock_gettime (the vDSO where it can) and the clock_gettime system call,
- * in one run, with min and median over repetitions and the ratios.
+ * pvread-bench: ns per read of the raw counter (lfence; rdtsc, which
+ * libpvread's line read uses, and rdtscp where the CPU offers it),
+ * libpvread for each clock, libc's clock_gettime (the vDSO where it can)
+ * and the clock_gettime system call, in one run, with min and median over
+ * repetitions and the ratios.
  *
- *   pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s stable|percpu|line]
+ *   pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s line]
  *   pvread-bench -l N -v libc|pvread|syscall
  *
- * -s reads a synthetic page built in memory (no module needed) in that
- * mode, kept current by a thread ticking every 4 ms like the kernel's
- * timekeeper.  -j runs one reader per CPU, all at once, and reports the
- * mean of their figures.  -l makes N reads of CLOCK_MONOTONIC, for
- * counting system calls from outside.
+ * -s line reads a synthetic page built in memory (no module needed) in
+ * line mode, the one fast mode of the page since its ABI version 3, kept
+ * current by a thread ticking every 4 ms like the kernel's timekeeper.
+ * -j runs one reader per CPU, all at once, and reports the mean of their
+ * figures.  -l makes N reads of CLOCK_MONOTONIC, for counting system calls
+ * from outside.
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
@@ -28,7 +31,7 @@
 #include "pvread.h"
 #include "synthetic.h"
 
-enum via { VIA_RDTSCP, VIA_PVREAD, VIA_LIBC, VIA_SYSCALL };
+enum via { VIA_RDTSC, VIA_RDTSCP, VIA_PVREAD, VIA_LIBC, VIA_SYSCALL };
 
 struct method {
 	const char *name;
@@ -37,6 +40,7 @@ struct method {
 };
 
 static const struct method methods[] = {
+	{ "lfence; rdtsc",                 VIA_RDTSC,   0 },
 	{ "rdtscp",                        VIA_RDTSCP,  0 },
 	{ "pvread CLOCK_MONOTONIC",        VIA_PVREAD,  CLOCK_MONOTONIC },
 	{ "pvread CLOCK_REALTIME",         VIA_PVREAD,  CLOCK_REALTIME },
@@ -48,6 +52,7 @@ static const struct method methods[] = {
 	{ "syscall CLOCK_MONOTONIC",       VIA_SYSCALL, CLOCK_MONOTONIC },
 };
 #define NR_METHODS (sizeof(methods) / sizeof(methods[0]))
+#define RDTSC 0
 #define VDSO (NR_METHODS - 2)
 #define SYSCALL (NR_METHODS - 1)
 #define MAX_REPS 64
@@ -61,8 +66,9 @@ static int64_t now_ns(void)
 }
 
 /*
- * The raw counter read, the floor under every fast read: rdtscp where the
- * CPU offers it, else lfence; rdtsc (libpvread's stable-mode read then).
+ * The raw counter reads, the floor under every fast read: lfence; rdtsc,
+ * what libpvread's line read uses on every CPU, and rdtscp, measured where
+ * the CPU offers it (a guest's CPUID may hide it).
  */
 static int have_rdtscp;
 
@@ -83,14 +89,13 @@ static uint64_t run(const struct method *m, long n)
 	long i;
 
 	switch (m->via) {
-	case VIA_RDTSCP:
-		if (!have_rdtscp) {
-			for (i = 0; i < n; i++) {
-				_mm_lfence();
-				sink += __rdtsc();
-			}
-			break;
+	case VIA_RDTSC:
+		for (i = 0; i < n; i++) {
+			_mm_lfence();
+			sink += __rdtsc();
 		}
+		break;
+	case VIA_RDTSCP:
 		for (i = 0; i < n; i++)
 			sink += __rdtscp(&aux);
 		break;
@@ -228,7 +233,7 @@ static int loop(long n, const char *via)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s stable|percpu|line]\n"
+		"usage: pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s line]\n"
 		"       pvread-bench -l N -v libc|pvread|syscall\n");
 	exit(2);
 }
@@ -265,13 +270,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (synth) {
-		uint32_t mode = !strcmp(synth, "stable") ? PVREAD_MODE_STABLE :
-				!strcmp(synth, "percpu") ? PVREAD_MODE_PERCPU :
-				!strcmp(synth, "line") ? PVREAD_MODE_LINE : 0;
-
-		if (!mode)
+		if (strcmp(synth, "line")) {
+			fprintf(stderr, "pvread-bench: -s %s: the synthetic page is a line page (-s line); the page has no per-CPU or stable mode since its ABI version 3\n",
+				synth);
 			usage();
-		if (synthetic_init(&page, mode) ||
+		}
+		if (synthetic_init(&page, PVREAD_MODE_LINE) ||
 		    pvread_use_page(page.hdr, page.size) ||
 		    synthetic_start(&page, 4000)) {
 			perror("pvread-bench: synthetic page");
@@ -280,26 +284,38 @@ int main(int argc, char **argv)
 	}
 	have_rdtscp = cpu_has_rdtscp();
 	pvread_get_info(&info);
-	printf("page: %s, mode %u, fast path %s; %ld thread%s, %ld ms x %ld\n",
+	printf("page: %s, mode %u (%s), fast path %s; %ld thread%s, %ld ms x %ld\n",
 	       synth ? "synthetic" : info.mapped ? PVREAD_DEVICE : "none",
-	       info.mode, info.fast ? "yes" : "no", threads,
-	       threads > 1 ? "s" : "", ms, reps);
+	       info.mode, info.mode == PVREAD_MODE_LINE ? "line" :
+	       info.mode == PVREAD_MODE_NONE ? "none" : "unknown",
+	       info.fast ? "yes" : "no", threads, threads > 1 ? "s" : "", ms,
+	       reps);
 
 	for (r = 0; r < reps; r++)
 		for (i = 0; i < NR_METHODS; i++)
-			samples[i][r] = measure_parallel(&methods[i], ms, threads);
+			if (methods[i].via != VIA_RDTSCP || have_rdtscp)
+				samples[i][r] = measure_parallel(&methods[i],
+								 ms, threads);
 	for (i = 0; i < NR_METHODS; i++) {
+		if (methods[i].via == VIA_RDTSCP && !have_rdtscp)
+			continue;
 		qsort(samples[i], reps, sizeof(double), cmp_double);
 		min[i] = samples[i][0];
 		med[i] = samples[i][reps / 2];
 	}
+	/* -rdtsc: the median less lfence; rdtsc's, what a read adds to it */
 	printf("%-30s %9s %9s %9s %9s %9s\n", "method", "min ns", "median ns",
-	       "/syscall", "/vDSO", "-rdtscp");
-	for (i = 0; i < NR_METHODS; i++)
+	       "/syscall", "/vDSO", "-rdtsc");
+	for (i = 0; i < NR_METHODS; i++) {
+		if (methods[i].via == VIA_RDTSCP && !have_rdtscp) {
+			printf("%-30s %9s %9s %9s %9s %9s\n",
+			       "rdtscp (not offered)", "-", "-", "-", "-", "-");
+			continue;
+		}
 		printf("%-30s %9.1f %9.1f %9.3f %9.3f %9.1f\n",
-		       i || have_rdtscp ? methods[i].name : "lfence; rdtsc (no rdtscp)",
-		       min[i], med[i], med[i] / med[SYSCALL], med[i] / med[VDSO],
-		       med[i] - med[0]);
+		       methods[i].name, min[i], med[i], med[i] / med[SYSCALL],
+		       med[i] / med[VDSO], med[i] - med[RDTSC]);
+	}
 	if (threads == 1) {
 		struct pvread_stats st;
 

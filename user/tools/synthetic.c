@@ -372,7 +372,7 @@ void synthetic_line_shift(struct synthetic *s, int64_t ns)
 	synthetic_write_end(s);
 }
 
-void synthetic_line_leave(struct synthetic *s, uint32_t mode)
+void synthetic_line_leave(struct synthetic *s)
 {
 	struct pvread_line *l = &s->hdr->line;
 	uint64_t d;
@@ -384,11 +384,7 @@ void synthetic_line_leave(struct synthetic *s, uint32_t mode)
 	/* span 0 would say there never was a line */
 	if (d < l->tsc_span)
 		STORE(l->tsc_span, d ? d : 1);
-	/* The module says stable only when Xen set the bit in the records. */
-	if (mode == PVREAD_MODE_STABLE)
-		for (d = 0; d < s->hdr->nr_records; d++)
-			STORE(synthetic_record(s, (unsigned int)d)->pvclock.flags, 1);
-	STORE(s->hdr->mode, mode);
+	STORE(s->hdr->mode, PVREAD_MODE_NONE);
 	STORE(s->hdr->line_state, PVREAD_LINE_OFF);
 	synthetic_write_end(s);
 }
@@ -420,8 +416,8 @@ int synthetic_init(struct synthetic *s, uint32_t mode)
 		errno = ERANGE;
 		return -1;
 	}
-	nr = mode == PVREAD_MODE_STABLE ? 1 : (unsigned int)ncpu;
-	if (mode > PVREAD_MODE_LINE) {
+	nr = (unsigned int)ncpu;
+	if (mode != PVREAD_MODE_LINE && mode != PVREAD_MODE_NONE) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -435,19 +431,15 @@ int synthetic_init(struct synthetic *s, uint32_t mode)
 
 	h->magic = PVREAD_MAGIC;
 	h->abi_version = PVREAD_ABI_VERSION;
-	h->mode = mode;
-	h->flags = PVREAD_FLAG_XEN_CLOCKSOURCE | PVREAD_FLAG_TSC_AUX;
+	h->mode = PVREAD_MODE_NONE;	/* synthetic_line_enter() below */
+	h->flags = PVREAD_FLAG_XEN_CLOCKSOURCE;
 	h->line_state = PVREAD_LINE_UNVOUCHED;
-	if (mode == PVREAD_MODE_STABLE) {
-		h->flags |= PVREAD_FLAG_TSC_STABLE;
-		h->line_state = PVREAD_LINE_STABLE;
-	}
 	h->nr_records = nr;
 	h->nr_registered = nr;
 	h->record_offset = 4096;
 	h->record_stride = sizeof(struct pvread_record);
 	h->map_size = s->size;
-	h->stable_record = 0;
+	h->disruptions = 0;
 	h->error_bound_ns = 1000;	/* what the library is told to trust */
 	h->spread_ns = 0;
 	h->tk.mask = UINT64_MAX;
@@ -457,7 +449,7 @@ int synthetic_init(struct synthetic *s, uint32_t mode)
 	h->tk.raw_shift = SYNTHETIC_TK_SHIFT;
 	h->tk.max_delta = NSEC_PER_SEC;
 
-	/* Every record on one line: they agree, as under TSC_STABLE. */
+	/* Every record on one line: they agree, as Xen's do since 4.8. */
 	tsc = __rdtsc();
 	ns = now_ns(CLOCK_MONOTONIC_RAW);
 	for (i = 0; i < nr; i++) {
@@ -468,7 +460,7 @@ int synthetic_init(struct synthetic *s, uint32_t mode)
 		r->pvclock.system_time = ns;
 		r->pvclock.tsc_to_system_mul = s->mul;
 		r->pvclock.tsc_shift = s->shift;
-		r->pvclock.flags = mode == PVREAD_MODE_STABLE ? 1 : 0;
+		r->pvclock.flags = 0;
 		r->state = PVREAD_RECORD_REGISTERED;
 		r->xen_vcpu_id = i;
 	}

@@ -39,11 +39,12 @@ struct synthetic {
 #define SYNTHETIC_TK_SHIFT 24
 
 /*
- * A page in @mode (PVREAD_MODE_PERCPU: one record per possible CPU, found
- * through TSC_AUX; PVREAD_MODE_STABLE: record 0 for every CPU;
- * PVREAD_MODE_LINE: the records of per-CPU mode and a line that every tick
- * re-anchors), calibrated so that readings follow the host's clocks.
- * 0 or -1 with errno.
+ * A page of ABI version 3 in @mode: PVREAD_MODE_LINE (a record for every
+ * possible CPU, all on one pvclock line, and the page's line, which every
+ * tick re-anchors) or PVREAD_MODE_NONE (the same records and timekeeper,
+ * no line yet: line_state PVREAD_LINE_UNVOUCHED), calibrated so that
+ * readings follow the host's clocks.  0, or -1 with errno (EINVAL for
+ * another mode).
  */
 int synthetic_init(struct synthetic *s, uint32_t mode);
 void synthetic_free(struct synthetic *s);
@@ -76,10 +77,10 @@ void synthetic_line_update(struct synthetic *s);
 void synthetic_line_shift(struct synthetic *s, int64_t ns);
 
 /*
- * Leave line mode for @mode as the module does: the line stays, its span
- * cut to the TSC now, and is no longer re-anchored.
+ * Leave line mode for PVREAD_MODE_NONE as the module does: the line stays,
+ * its span cut to the TSC now, and is no longer re-anchored.
  */
-void synthetic_line_leave(struct synthetic *s, uint32_t mode);
+void synthetic_line_leave(struct synthetic *s);
 
 /*
  * Enter line mode again: a new line @ns from the host's clock, but never
