@@ -108,6 +108,13 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
  */
 struct process {
 	_Atomic int map_state;
+	/*
+	 * The clocks the fast path may read from the page, as a set of clock
+	 * ids (CLOCKS_*): 0 until the mapping is ready, so that one load tells
+	 * the fast path both; the shifted clocks left out where this
+	 * process's time namespace offsets are unknown.
+	 */
+	_Atomic uint32_t fast_clocks;
 	/* Written by the thread that wins MAP_UNTRIED -> MAP_BUSY. */
 	struct mapping map;
 	/*
@@ -171,10 +178,29 @@ static uint64_t tolerance_from_env(void)
 }
 
 /* Does a time namespace shift @clock, and by which of its offsets? */
+/* Sets of clock ids, tested as the vDSO tests VDSO_HRES and VDSO_COARSE. */
+#define BIT_OF(clock) (1U << (clock))
+#define CLOCKS_FINE (BIT_OF(CLOCK_REALTIME) | BIT_OF(CLOCK_MONOTONIC) | \
+		     BIT_OF(CLOCK_MONOTONIC_RAW) | BIT_OF(CLOCK_BOOTTIME) | \
+		     BIT_OF(CLOCK_TAI))
+#define CLOCKS_COARSE (BIT_OF(CLOCK_REALTIME_COARSE) | \
+		       BIT_OF(CLOCK_MONOTONIC_COARSE))
+/* The ones a time namespace shifts; its offsets are 0 for the others. */
+#define CLOCKS_TIMENS (BIT_OF(CLOCK_MONOTONIC) | BIT_OF(CLOCK_MONOTONIC_RAW) | \
+		       BIT_OF(CLOCK_MONOTONIC_COARSE) | BIT_OF(CLOCK_BOOTTIME))
+/* The fine clocks that never go back: floors and the hold at the line. */
+#define CLOCKS_STEADY (BIT_OF(CLOCK_MONOTONIC) | BIT_OF(CLOCK_MONOTONIC_RAW) | \
+		       BIT_OF(CLOCK_BOOTTIME))
+
+/* @clock below 32: the caller checked it against CLOCKS_FINE | _COARSE. */
+static inline bool clock_in(uint32_t set, clockid_t clock)
+{
+	return (set >> clock) & 1;
+}
+
 static inline bool timens_shifts(clockid_t clock)
 {
-	return clock == CLOCK_MONOTONIC || clock == CLOCK_MONOTONIC_RAW ||
-	       clock == CLOCK_MONOTONIC_COARSE || clock == CLOCK_BOOTTIME;
+	return clock_in(CLOCKS_TIMENS, clock);
 }
 
 /* One "NAME SEC NSEC" line of timens_offsets; false if it is not one. */
@@ -394,6 +420,12 @@ static bool make_mapping(struct process *p,
 		return false;
 	}
 	*made = make(&p->map, page, size);
+	if (*made)
+		atomic_store_explicit(&p->fast_clocks, p->map.ns.unknown ?
+				      (CLOCKS_FINE | CLOCKS_COARSE) &
+				      ~CLOCKS_TIMENS :
+				      CLOCKS_FINE | CLOCKS_COARSE,
+				      memory_order_release);
 	atomic_store_explicit(&p->map_state, *made ? MAP_READY : failed,
 			      memory_order_release);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -483,6 +515,7 @@ enum read_result {
 	READ_OK,
 	READ_BUSY,		/* an update is being written */
 	READ_RETRY,		/* an update completed under us */
+	READ_HOLD,		/* maybe below the coarse clocks: see try_read() */
 	READ_NO,		/* + the reason */
 	READ_NO_MODE = READ_NO + PVREAD_SLOW_MODE,
 	READ_NO_BOUND = READ_NO + PVREAD_SLOW_BOUND,
@@ -606,11 +639,6 @@ static enum read_result sample_record(struct process *p, uint32_t cpu,
 	return READ_OK;
 }
 
-static inline bool is_coarse(clockid_t clock)
-{
-	return clock == CLOCK_REALTIME_COARSE || clock == CLOCK_MONOTONIC_COARSE;
-}
-
 static inline bool is_mirrored(clockid_t clock)
 {
 	switch (clock) {
@@ -695,36 +723,45 @@ static ALWAYS_INLINE enum read_result read_line(const struct pvread_line *l,
  * a step of REALTIME itself, and REALTIME_COARSE, the held value less the
  * same offset or less, is never above it.
  */
-static ALWAYS_INLINE enum read_result
+static __attribute__((noinline)) enum read_result
 not_below_coarse(const struct pvread_header *h, const clockid_t clock,
 		 int64_t *sec, uint64_t *ns)
 {
 	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
-	const struct pvread_clock_base *m, *r;
-	/* 128 bits: a page no module wrote cannot make it overflow. */
-	__int128 csec = LOAD(c->sec), cns = (int64_t)LOAD(c->snsec);
+	uint64_t csec = LOAD(c->sec), cns = LOAD(c->snsec);
+	int64_t d;
 
-	if (unlikely((uint64_t)cns >= NSEC_PER_SEC))
+	if (unlikely(cns >= NSEC_PER_SEC))
 		return READ_NO_INVALID;
 	if (clock == CLOCK_REALTIME) {
-		m = &h->line.base[CLOCK_MONOTONIC];
-		r = &h->line.base[CLOCK_REALTIME];
-		csec -= (__int128)LOAD(m->sec) - LOAD(r->sec);
-		/* each below 2^32 ns: the loop below runs a few times */
-		cns -= (int64_t)(LOAD(m->snsec) >> 32) -
-		       (int64_t)(LOAD(r->snsec) >> 32);
-	}
-	/* ns may exceed a second (set_ts() normalises); cns within +-5 s */
-	if (((__int128)*sec - csec) * NSEC_PER_SEC + *ns - cns < 0) {
-		while (cns < 0) {
-			cns += NSEC_PER_SEC;
+		const struct pvread_clock_base *m = &h->line.base[CLOCK_MONOTONIC];
+		const struct pvread_clock_base *r = &h->line.base[CLOCK_REALTIME];
+		/* Each below 2^32 ns: a few turns at most. */
+		int64_t frac = (int64_t)cns - (int64_t)(LOAD(m->snsec) >> 32) +
+			       (int64_t)(LOAD(r->snsec) >> 32);
+
+		/* Unsigned: a page no module wrote gives nonsense, not UB. */
+		csec = csec - LOAD(m->sec) + LOAD(r->sec);
+		for (; frac < 0; frac += NSEC_PER_SEC)
 			csec--;
-		}
-		if (unlikely(csec < 0 || csec > KTIME_SEC_MAX))
-			return READ_NO_INVALID;
-		*sec = (int64_t)csec;
-		*ns = (uint64_t)cns;
+		for (; frac >= NSEC_PER_SEC; frac -= NSEC_PER_SEC)
+			csec++;
+		cns = (uint64_t)frac;
 	}
+	/*
+	 * *@ns may exceed a second (set_ts() normalises), but from a line a
+	 * module wrote, read within its span, by less than a second: the line
+	 * is below the coarse value where it is seconds behind, and the
+	 * nanoseconds decide within 4 s.
+	 */
+	d = (int64_t)((uint64_t)*sec - csec);
+	if (likely(d > 0) ||
+	    (d >= -4 && (int64_t)((uint64_t)d * NSEC_PER_SEC + *ns - cns) >= 0))
+		return READ_OK;
+	if (unlikely(csec > KTIME_SEC_MAX))
+		return READ_NO_INVALID;
+	*sec = (int64_t)csec;
+	*ns = cns;
 	return READ_OK;
 }
 
@@ -735,7 +772,8 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
  */
 static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 					       const clockid_t clock,
-					       struct timespec *ts)
+					       struct timespec *ts,
+					       const bool fast)
 {
 	const struct mapping *m = &p->map;
 	const struct pvread_header *h = m->hdr;
@@ -745,8 +783,6 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 	uint32_t seq;
 	int64_t sec;
 
-	if (timens_shifts(clock) && unlikely(m->ns.unknown))
-		return READ_NO_TIMENS;
 	seq = LOAD(h->seq);
 	RMB();
 	if (unlikely(seq & 1))
@@ -757,7 +793,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		return READ_NO_MODE;
 	if (unlikely(LOAD(h->error_bound_ns) > m->tolerance_ns))
 		return READ_NO_BOUND;
-	if (is_coarse(clock)) {
+	if (clock_in(CLOCKS_COARSE, clock)) {
 		/* The timekeeper's at its last update. */
 		b = &h->tk.base[clock];
 		sec = LOAD(b->sec);
@@ -771,9 +807,19 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		r = read_line(&h->line, clock, tsc, snsec, &ns);
-		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
-		    likely(r == READ_OK))
-			r = not_below_coarse(h, clock, &sec, &ns);
+		/*
+		 * MONOTONIC past MONOTONIC_COARSE's second, or within it and
+		 * past its nanoseconds, needs no more (ns unnormalised only
+		 * makes it later); the rest, and REALTIME, are worked out.
+		 */
+		if (likely(r == READ_OK) &&
+		    (clock == CLOCK_REALTIME ||
+		     (clock == CLOCK_MONOTONIC &&
+		      (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) > sec ||
+		       (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) == sec &&
+			LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].snsec) > ns)))))
+			r = fast && clock == CLOCK_MONOTONIC ? READ_HOLD :
+			    not_below_coarse(h, clock, &sec, &ns);
 	}
 	if (unlikely(r != READ_OK))
 		return r;
@@ -835,9 +881,12 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 				    enum pvread_slow_reason *why)
 {
 	struct attempts a = { 0, 0 };
-	enum read_result r;
+	enum read_result r = READ_NO_TIMENS;
 
-	while (unlikely((r = try_read(p, clock, ts)) != READ_OK))
+	/* The fast path leaves these out (fast_clocks): say why here. */
+	if (timens_shifts(clock) && unlikely(p->map.ns.unknown))
+		return try_again(p, r, &a, why);
+	while (unlikely((r = try_read(p, clock, ts, false)) != READ_OK))
 		if (!try_again(p, r, &a, why))
 			return false;
 	return true;
@@ -1093,8 +1142,13 @@ bool enter_line(struct process *p, clockid_t clock, struct timespec *ts)
 	return true;
 }
 
-/* The read for one clock; inlined with @clock a constant, once per clock. */
-static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
+/*
+ * Everything but the fast path's one attempt: the first call's mapping,
+ * the retries, the kernel's answer, the hold at the line, the floors'
+ * writes.  A read that gets here reads the page again from the start.
+ */
+static __attribute__((noinline, cold))
+int gettime_slow(clockid_t clock, struct timespec *ts)
 {
 	enum pvread_slow_reason why = PVREAD_SLOW_OTHER;
 	struct process *p = NULL;
@@ -1114,9 +1168,8 @@ static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 		 * Acquire: LINE seen here comes with the floor the fallback
 		 * before it raised (a plain load on x86).
 		 */
-		if (unlikely(atomic_load_explicit(&p->mode_seen[clock],
-						  memory_order_acquire) !=
-			     PVREAD_MODE_LINE) &&
+		if (atomic_load_explicit(&p->mode_seen[clock],
+					 memory_order_acquire) != PVREAD_MODE_LINE &&
 		    enter_line(p, clock, ts))
 			return 0;
 		respect_floor(p, clock, ts);
@@ -1125,8 +1178,7 @@ static ALWAYS_INLINE int gettime(const clockid_t clock, struct timespec *ts)
 		 * The kernel's own MONOTONIC_COARSE steps back on NTP
 		 * frequency changes before Linux 6.15; the page's is held,
 		 * but a fallback reads the kernel's.  Its floor moves once a
-		 * tick, so raising it on every read costs no shared writes
-		 * to speak of.
+		 * tick: the fast path leaves the raise to this path.
 		 */
 		apply_floor(p, clock, ts);
 	}
@@ -1135,40 +1187,48 @@ slow:
 	return slow_clock_gettime(p, clock, ts, why);
 }
 
-/* One function per clock, so that each has only the registers it needs. */
-#define GETTIME_FN(name, clock)						\
-static __attribute__((noinline)) int name(struct timespec *ts)		\
-{									\
-	return gettime(clock, ts);					\
-}
-GETTIME_FN(gettime_monotonic, CLOCK_MONOTONIC)
-GETTIME_FN(gettime_realtime, CLOCK_REALTIME)
-GETTIME_FN(gettime_monotonic_raw, CLOCK_MONOTONIC_RAW)
-GETTIME_FN(gettime_boottime, CLOCK_BOOTTIME)
-GETTIME_FN(gettime_tai, CLOCK_TAI)
-GETTIME_FN(gettime_monotonic_coarse, CLOCK_MONOTONIC_COARSE)
-GETTIME_FN(gettime_realtime_coarse, CLOCK_REALTIME_COARSE)
+/*
+ * Does the page's reading in *@ts stand as it is?  For the steady clocks,
+ * while this process's floor holds every reading returned (mode_seen LINE
+ * since the last fallback) and is not above it; for MONOTONIC_COARSE, while
+ * its floor is not below it either (the slow path raises it, once a tick).
+ * Loads only: every write is the slow path's.
+ */
+static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
+				 const struct timespec *ts)
+{
+	int64_t floor;
 
+	if (clock_in(CLOCKS_STEADY, clock)) {
+		if (unlikely(atomic_load_explicit(&p->mode_seen[clock],
+						  memory_order_acquire) !=
+			     PVREAD_MODE_LINE))
+			return false;
+	} else if (clock != CLOCK_MONOTONIC_COARSE) {
+		return true;
+	}
+	floor = atomic_load_explicit(&p->floors[clock].ns,
+				     memory_order_relaxed);
+	return clock == CLOCK_MONOTONIC_COARSE ? ns_of(ts) == floor :
+						 ns_of(ts) >= floor;
+}
+
+/*
+ * The read, shaped as the vDSO's do_hres(): one attempt at the page, and
+ * one exit to everything else.  No write but *@ts.
+ */
 int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 {
-	switch (clock) {
-	case CLOCK_MONOTONIC:
-		return gettime_monotonic(ts);
-	case CLOCK_REALTIME:
-		return gettime_realtime(ts);
-	case CLOCK_MONOTONIC_RAW:
-		return gettime_monotonic_raw(ts);
-	case CLOCK_BOOTTIME:
-		return gettime_boottime(ts);
-	case CLOCK_TAI:
-		return gettime_tai(ts);
-	case CLOCK_MONOTONIC_COARSE:
-		return gettime_monotonic_coarse(ts);
-	case CLOCK_REALTIME_COARSE:
-		return gettime_realtime_coarse(ts);
-	default:
-		return slow_clock_gettime(NULL, clock, ts, PVREAD_SLOW_OTHER);
-	}
+	const struct process *p = atomic_load_explicit(&the_process,
+						       memory_order_acquire);
+
+	if (likely(p) && likely((unsigned int)clock < 32) &&
+	    likely(clock_in(atomic_load_explicit(&p->fast_clocks,
+						 memory_order_acquire), clock)) &&
+	    likely(ts) && likely(try_read(p, clock, ts, true) == READ_OK) &&
+	    likely(stands(p, clock, ts)))
+		return 0;
+	return gettime_slow(clock, ts);
 }
 
 int pvread_gettimeofday(struct timeval *tv, void *tz)
@@ -1276,6 +1336,10 @@ static int sample_pvclock(struct pvread_sample *sample)
 			break;
 		case READ_RETRY:
 			tries++;
+			break;
+		case READ_NO_STUCK:
+			/* An update that did not finish before still has not. */
+			tries = MAX_TRIES;
 			break;
 		default:
 			errno = ENODEV;
