@@ -1,11 +1,39 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* What the library's files share and do not export. */
+/*
+ * What the library's files share and do not export: the per-process state,
+ * the rules of each of its fields (who writes it, when, with which memory
+ * order), and the helpers more than one file inlines.  Read in this order:
+ *
+ *   mapping.c  the process page, the first call's mapping of the device,
+ *              pvread_use_page(), the tolerance, the time namespace offsets
+ *   read.c     the read path: one attempt at the page (try_read()), the fast
+ *              entry pvread_clock_gettime() and its slow path
+ *   order.c    what never goes back: floors, the hold at the line, the
+ *              kernel's answer (pvread_slow_clock_gettime())
+ *   info.c     introspection: pvread_get_info(), _record(), _stats(),
+ *              pvread_sample_pvclock()
+ *   kernel.c   the kernel's answer, through the vDSO or the system call
+ *   preload.c  the LD_PRELOAD shim (libpvread-preload.so)
+ *
+ * Every name here that is not static has the pvread_ prefix and hidden
+ * visibility: nothing is exported but what src/libpvread.map lists, and a
+ * program linking libpvread.a meets no name of its own.
+ */
 #ifndef PVREAD_INTERNAL_H
 #define PVREAD_INTERNAL_H
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/time.h>
 #include <time.h>
+#include <x86intrin.h>
+
+#include <linux/pvread.h>
+
+#include "pvread.h"
 
 #define PVREAD_HIDDEN __attribute__((visibility("hidden")))
 
@@ -14,5 +42,327 @@ PVREAD_HIDDEN int pvread_kernel_clock_gettime(clockid_t clock,
 					      struct timespec *ts);
 PVREAD_HIDDEN int pvread_kernel_gettimeofday(struct timeval *tv, void *tz);
 PVREAD_HIDDEN int pvread_kernel_has_vdso(void);
+
+#define NSEC_PER_SEC 1000000000LL
+#define KTIME_SEC_MAX (INT64_MAX / NSEC_PER_SEC)
+#define MAX_TRIES 8		/* reads spoilt by updates that completed */
+#ifndef MAX_WAIT_TSC
+#define MAX_WAIT_TSC (1ULL << 32)	/* for an update in progress: 1-2 s */
+#endif
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* The page is written concurrently by Xen and the module. */
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define RMB() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+
+/*
+ * A time namespace's offsets (time_namespaces(7)), added as the kernel's
+ * vDSO adds them: to CLOCK_MONOTONIC, _RAW and _COARSE the "monotonic"
+ * one, to CLOCK_BOOTTIME the "boottime" one.  The page is the root
+ * namespace's clock.
+ */
+struct timens {
+	int64_t sec[PVREAD_NR_CLOCK_BASES];
+	int64_t nsec[PVREAD_NR_CLOCK_BASES];	/* [0, NSEC_PER_SEC) */
+	bool unknown;		/* offsets unreadable: those clocks are the kernel's */
+};
+
+/*
+ * The page this process reads, and what it read once with it.  Plain
+ * fields: written only by the thread that wins map_state's MAP_UNTRIED ->
+ * MAP_BUSY (mapping.c's make_mapping()), before its release stores of
+ * fast_clocks and map_state; read-only once MAP_READY, by any thread that
+ * saw MAP_READY or a fast_clocks not 0 with an acquire load.
+ */
+struct mapping {
+	const struct pvread_header *hdr;
+	const unsigned char *records;
+	uint32_t nr_records;
+	uint32_t stride;
+	uint64_t tolerance_ns;
+	struct timens ns;
+};
+
+/*
+ * map_state: MAP_UNTRIED (0, the zeroed page) -> MAP_BUSY by
+ * compare-and-swap (seq_cst), with every signal blocked, by the one thread
+ * that maps; then, by that thread alone, a release store of MAP_READY, or
+ * of MAP_ABSENT (the first call found no page: the kernel answers for
+ * good), or of MAP_UNTRIED again (pvread_use_page() refused its page).
+ * Read with acquire (get_process(), MAP_READY: the mapping is readable),
+ * relaxed only to see whether to try mapping.
+ */
+enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT };
+
+/*
+ * Per-process floors of the clocks that must never go back, a cache line
+ * each: a fallback of one clock writes its floor, and must not take the
+ * line from readers of another.  Raised only, by order.c's
+ * pvread_apply_floor() (a relaxed compare-and-swap loop), on the slow path:
+ * the kernel's answers of the clocks that never go back, and the page's
+ * MONOTONIC_COARSE; read relaxed (pvread_respect_floor(), the fast path's
+ * stands()).  What orders a floor before the line readings that must
+ * respect it is mode_seen (below).
+ */
+struct floor {
+	_Atomic int64_t ns;
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
+
+/*
+ * How each clock was last answered in this process: PVREAD_MODE_LINE once
+ * a line reading was returned since the floor last held every reading,
+ * PVREAD_MODE_NONE while it does (no reading yet, or the kernel's answers,
+ * which raise it), MODE_SEEN_HOLDING while a fallback lifts to the line
+ * (see pvread_slow_clock_gettime()).  Written only when it changes, so it
+ * stays in every CPU's cache; always by compare-and-swap, from the value
+ * the writer acted on:
+ *   NONE -> LINE      pvread_enter_line(), acq_rel: the first line reading
+ *                     since the floor held every reading
+ *   LINE -> HOLDING   pvread_slow_clock_gettime(), seq_cst, signals blocked
+ *   HOLDING -> NONE   the same fallback, seq_cst, after it raised the floor
+ *                     (the floor holds every reading returned), or
+ *   HOLDING -> LINE   if the line could not be read (the next fallback
+ *                     holds instead)
+ * Read with acquire (the fast path's stands(), gettime_slow(), the
+ * fallback): LINE seen comes with the floor the fallback before it raised.
+ */
+#define MODE_SEEN_HOLDING 0x102
+
+/* Records whose update did not complete, remembered: a few suffice. */
+#define NR_STUCK_RECORDS 16
+
+/*
+ * Everything this process knows, in a page the kernel zeroes in every
+ * child it makes without sharing memory (MADV_WIPEONFORK): fork(),
+ * _Fork(), clone() without CLONE_VM.  Such a child can be in another time
+ * namespace (unshare(CLONE_NEWTIME) puts the children made after it
+ * there), may have none of the threads that were mapping or holding, and
+ * starts as a process that has read nothing: it maps again (the page it
+ * inherited, without opening the device) and reads its own offsets.  A
+ * child sharing memory (vfork(), CLONE_VM) is always in its parent's time
+ * namespace: the kernel refuses to make it in another.
+ */
+struct process {
+	/* MAP_*, above. */
+	_Atomic int map_state;
+	/*
+	 * The clocks the fast path may read from the page, as a set of clock
+	 * ids (CLOCKS_*): 0 until the mapping is ready, so that one load tells
+	 * the fast path both; the shifted clocks left out where this
+	 * process's time namespace offsets are unknown.  Written once, with
+	 * release, by the thread that maps, after map and before map_state's
+	 * MAP_READY; read with acquire by the fast path.
+	 */
+	_Atomic uint32_t fast_clocks;
+	/* Written by the thread that wins MAP_UNTRIED -> MAP_BUSY. */
+	struct mapping map;
+	/*
+	 * This process has returned readings of the page's line: from then
+	 * on a fallback answer is lifted towards the line (see
+	 * not_below_line()).  Set once, relaxed, by pvread_enter_line(); read
+	 * relaxed by pvread_slow_clock_gettime().
+	 */
+	_Atomic bool line_used;
+	/*
+	 * The seq of a header update that did not complete within
+	 * MAX_WAIT_TSC: while the header still says it, reads fall back at
+	 * once instead of waiting again.  0: none (a seq being written is
+	 * odd).  The same for records: index << 32 | version, by index.
+	 * Hints, relaxed both ways: written by pvread_remember_stuck() after
+	 * a wait that ran out (read.c, order.c, info.c), read by try_read(),
+	 * not_below_line(), get_info() and record_stuck().
+	 */
+	_Atomic uint32_t stuck_seq;
+	_Atomic uint64_t stuck_record[NR_STUCK_RECORDS];
+	/* MODE_SEEN_HOLDING, above. */
+	_Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
+	/* struct floor, above. */
+	struct floor floors[PVREAD_NR_CLOCK_BASES];
+};
+
+/*
+ * This process's page; made at the first call, then only read.  Set once
+ * by mapping.c's make_process(), by compare-and-swap from NULL (the loser
+ * of a race gives its page back); read with acquire by the fast path and
+ * the fallback, seq_cst by the callers that may make it.
+ */
+PVREAD_HIDDEN extern struct process *_Atomic pvread_process;
+
+/*
+ * Outside that page, and so inherited by every child (mapping.c, static
+ * there): adopted_page and adopted_size, the page this process adopted,
+ * which its children inherit mapped and adopt again.  Stored (seq_cst,
+ * the size first) by the thread that maps; loaded (the page first) by a
+ * child's first call.
+ */
+
+/*
+ * How reads were answered, per thread, written only on the slow path (its
+ * retries in read.c, the kernel's answers, floors and lifts in order.c),
+ * read by the same thread's pvread_get_stats() (info.c): the default TLS
+ * model, which a library loaded by dlopen() may use (the initial-exec one
+ * takes from a reserve glibc sizes at start).  Defined in read.c.
+ */
+PVREAD_HIDDEN extern __thread struct pvread_stats pvread_thread_stats;
+
+/* Sets of clock ids, tested as the vDSO tests VDSO_HRES and VDSO_COARSE. */
+#define BIT_OF(clock) (1U << (clock))
+#define CLOCKS_FINE (BIT_OF(CLOCK_REALTIME) | BIT_OF(CLOCK_MONOTONIC) | \
+		     BIT_OF(CLOCK_MONOTONIC_RAW) | BIT_OF(CLOCK_BOOTTIME) | \
+		     BIT_OF(CLOCK_TAI))
+#define CLOCKS_COARSE (BIT_OF(CLOCK_REALTIME_COARSE) | \
+		       BIT_OF(CLOCK_MONOTONIC_COARSE))
+/* The ones a time namespace shifts; its offsets are 0 for the others. */
+#define CLOCKS_TIMENS (BIT_OF(CLOCK_MONOTONIC) | BIT_OF(CLOCK_MONOTONIC_RAW) | \
+		       BIT_OF(CLOCK_MONOTONIC_COARSE) | BIT_OF(CLOCK_BOOTTIME))
+/* The fine clocks that never go back: floors and the hold at the line. */
+#define CLOCKS_STEADY (BIT_OF(CLOCK_MONOTONIC) | BIT_OF(CLOCK_MONOTONIC_RAW) | \
+		       BIT_OF(CLOCK_BOOTTIME))
+
+/* @clock below 32: the caller checked it against CLOCKS_FINE | _COARSE. */
+static inline bool clock_in(uint32_t set, clockid_t clock)
+{
+	return (set >> clock) & 1;
+}
+
+/* Does a time namespace shift @clock, and by which of its offsets? */
+static inline bool timens_shifts(clockid_t clock)
+{
+	return clock_in(CLOCKS_TIMENS, clock);
+}
+
+static inline bool never_back(clockid_t clock)
+{
+	return clock == CLOCK_MONOTONIC || clock == CLOCK_MONOTONIC_RAW ||
+	       clock == CLOCK_BOOTTIME || clock == CLOCK_MONOTONIC_COARSE;
+}
+
+/*
+ * The fine clocks that never go back: the line orders them across
+ * processes, and whether a reading raises their floor depends on the mode.
+ */
+static inline bool fine_never_back(clockid_t clock)
+{
+	return never_back(clock) && clock != CLOCK_MONOTONIC_COARSE;
+}
+
+/* One attempt's outcome; the READ_NO_* name the reason the kernel must answer. */
+enum read_result {
+	READ_OK,
+	READ_BUSY,		/* an update is being written */
+	READ_RETRY,		/* an update completed under us */
+	READ_HOLD,		/* maybe below the coarse clocks: see try_read() */
+	READ_NO,		/* + the reason */
+	READ_NO_MODE = READ_NO + PVREAD_SLOW_MODE,
+	READ_NO_BOUND = READ_NO + PVREAD_SLOW_BOUND,
+	READ_NO_DELTA = READ_NO + PVREAD_SLOW_DELTA,
+	READ_NO_TIMENS = READ_NO + PVREAD_SLOW_TIMENS,
+	READ_NO_STUCK = READ_NO + PVREAD_SLOW_STUCK,
+	READ_NO_INVALID = READ_NO + PVREAD_SLOW_INVALID,
+};
+
+/* How long a read has tried, for the limits of its one retry loop. */
+struct attempts {
+	uint64_t since;		/* TSC when it first met an update in progress */
+	int tries;		/* attempts spoilt by updates that completed */
+};
+
+/*
+ * An update is being written: by the kernel's timekeeper, interrupts off,
+ * which a system call would wait for too, or by Xen.  It takes a moment,
+ * unless the writer's vCPU is stalled by its host, so wait as the kernel
+ * would; the limit, in TSC ticks since *@since, is only there so that a
+ * broken page cannot hold a reader for ever.
+ */
+static inline bool wait_for_writer(uint64_t *since)
+{
+	uint64_t now = __rdtsc();
+
+	if (!*since)
+		*since = now;
+	else if (now - *since > MAX_WAIT_TSC)
+		return false;
+	_mm_pause();
+	return true;
+}
+
+/*
+ * A TSC read not taken before the loads that precede it: lfence; rdtsc,
+ * even where rdtscp is offered.  The line names no CPU, and on an AMD
+ * EPYC (KVM guest) it is the faster, 18.6 ns a read in a loop against
+ * 21.1, 23.3 ns a line read against 26.3.
+ */
+static ALWAYS_INLINE uint64_t tsc_ordered(void)
+{
+	_mm_lfence();
+	return __rdtsc();
+}
+
+/* @sec and @ns past it, ns possibly beyond a second, into *@ts. */
+static ALWAYS_INLINE void set_ts(struct timespec *ts, int64_t sec, uint64_t ns)
+{
+	/* Once a second, or a broken page: never a loop. */
+	if (unlikely(ns >= NSEC_PER_SEC)) {
+		sec = (int64_t)((uint64_t)sec + ns / NSEC_PER_SEC);
+		ns %= NSEC_PER_SEC;
+	}
+	ts->tv_sec = sec;
+	ts->tv_nsec = (long)ns;
+}
+
+/* Unsigned: a page no module wrote may make it wrap, never UB. */
+static inline int64_t ns_of(const struct timespec *ts)
+{
+	return (int64_t)((uint64_t)ts->tv_sec * NSEC_PER_SEC +
+			 (uint64_t)ts->tv_nsec);
+}
+
+/* mapping.c: the first call's mapping. */
+PVREAD_HIDDEN __attribute__((noinline, cold))
+struct process *pvread_first_map(void);
+
+/*
+ * This process and its mapping, or NULL while the mapping is absent or
+ * being made by another thread.
+ */
+static ALWAYS_INLINE struct process *get_process(void)
+{
+	struct process *p = atomic_load_explicit(&pvread_process,
+						 memory_order_acquire);
+
+	if (likely(p) && likely(atomic_load_explicit(&p->map_state,
+						     memory_order_acquire) ==
+				MAP_READY))
+		return p;
+	if (p && atomic_load_explicit(&p->map_state, memory_order_relaxed) !=
+		 MAP_UNTRIED)
+		return NULL;
+	return pvread_first_map();
+}
+
+/* read.c: the retries, and the page's answer for the slow path. */
+PVREAD_HIDDEN __attribute__((cold))
+void pvread_remember_stuck(struct process *p);
+PVREAD_HIDDEN __attribute__((noinline, cold))
+bool pvread_try_again(struct process *p, enum read_result r,
+		      struct attempts *a, enum pvread_slow_reason *why);
+PVREAD_HIDDEN bool pvread_read_fast(struct process *p, const clockid_t clock,
+				    struct timespec *ts,
+				    enum pvread_slow_reason *why);
+
+/* order.c: floors, the hold at the line, the kernel's answer. */
+PVREAD_HIDDEN void pvread_apply_floor(struct process *p, clockid_t clock,
+				      struct timespec *ts);
+PVREAD_HIDDEN void pvread_respect_floor(struct process *p, clockid_t clock,
+					struct timespec *ts);
+PVREAD_HIDDEN __attribute__((noinline, cold))
+int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
+			      struct timespec *ts, enum pvread_slow_reason why);
+PVREAD_HIDDEN __attribute__((noinline, cold))
+bool pvread_enter_line(struct process *p, clockid_t clock, struct timespec *ts);
 
 #endif /* PVREAD_INTERNAL_H */

@@ -4,25 +4,29 @@
  * into a buffer of exactly its size (so that AddressSanitizer sees any
  * read past it), given to pvread_use_page(), and every clock and every
  * introspection call reads it.  The library is built into this program
- * (#include), so that each input starts a fresh process state.  What must
- * hold: no crash, no undefined behaviour, no call that does not return
- * (MAX_WAIT_TSC, the wait for an update in progress, is cut to 2^20 ticks
- * here so that the fuzzer runs; libFuzzer's -timeout catches a loop).
+ * (#include of every file of it but kernel.c), so that each input starts a
+ * fresh process state.  What must hold: no crash, no undefined behaviour,
+ * no call that does not return (MAX_WAIT_TSC, the wait for an update in
+ * progress, is cut to 2^20 ticks here so that the fuzzer runs; libFuzzer's
+ * -timeout catches a loop).
  *
  *   make -C user fuzz [FUZZ_SECONDS=60]
  */
 #define MAX_WAIT_TSC (1ULL << 20)
-#include "../src/pvread.c"
+#include "../src/mapping.c"
+#include "../src/read.c"
+#include "../src/order.c"
+#include "../src/info.c"
 
 /* A fresh process: what the kernel gives a child (MADV_WIPEONFORK). */
 static void forget_everything(void)
 {
-	struct process *p = atomic_load(&the_process);
+	struct process *p = atomic_load(&pvread_process);
 
 	if (p)
 		memset(p, 0, sizeof(*p));
 	atomic_store(&adopted_page, NULL);
-	memset(&stats, 0, sizeof(stats));
+	memset(&pvread_thread_stats, 0, sizeof(pvread_thread_stats));
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * libpvread: the read path.  See include/uapi/linux/pvread.h for the page
+ * and the arithmetic; every step that cannot vouch for its answer returns
+ * false and the caller asks the kernel instead (kernel.c, through
+ * order.c's pvread_slow_clock_gettime()).  One attempt at the page
+ * (try_read()), the fast entry pvread_clock_gettime() with everything it
+ * inlines here, and its slow path: the first call's mapping (mapping.c),
+ * the retries, the floors and the hold at the line (order.c).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+#include <x86intrin.h>
+
+#include <linux/pvread.h>
+
+#include "pvread.h"
+#include "arith.h"
+#include "internal.h"
+
+/* How reads were answered, per thread: see internal.h. */
+__thread struct pvread_stats pvread_thread_stats;
+
+/*
+ * An update did not complete within MAX_WAIT_TSC: remember the header's
+ * seq if it is odd, and every record that is, so that later reads fall
+ * back at once while they stay so.
+ */
+__attribute__((cold)) void pvread_remember_stuck(struct process *p)
+{
+	const struct mapping *m = &p->map;
+	uint32_t seq = LOAD(m->hdr->seq), cpu, version;
+
+	if (seq & 1)
+		atomic_store_explicit(&p->stuck_seq, seq, memory_order_relaxed);
+	for (cpu = 0; cpu < m->nr_records; cpu++) {
+		const struct pvread_record *r = (const void *)
+			(m->records + (size_t)cpu * m->stride);
+
+		version = LOAD(r->pvclock.version);
+		if (version & 1)
+			atomic_store_explicit(
+				&p->stuck_record[cpu % NR_STUCK_RECORDS],
+				(uint64_t)cpu << 32 | version,
+				memory_order_relaxed);
+	}
+}
+
+static inline bool is_mirrored(clockid_t clock)
+{
+	switch (clock) {
+	case CLOCK_REALTIME:
+	case CLOCK_MONOTONIC:
+	case CLOCK_MONOTONIC_RAW:
+	case CLOCK_BOOTTIME:
+	case CLOCK_TAI:
+	case CLOCK_REALTIME_COARSE:
+	case CLOCK_MONOTONIC_COARSE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * The line's nanoseconds past base's second for @clock at @tsc, or
+ * READ_NO_DELTA beyond the line's span (the module stopped re-anchoring it:
+ * the kernel knows better) or with a shift no module writes.
+ */
+static ALWAYS_INLINE enum read_result read_line(const struct pvread_line *l,
+						const clockid_t clock,
+						uint64_t tsc, uint64_t snsec,
+						uint64_t *ns)
+{
+	uint64_t d = pvread_line_delta(tsc, LOAD(l->tsc_timestamp));
+	uint32_t mul, shift;
+
+	if (clock == CLOCK_MONOTONIC_RAW) {
+		mul = LOAD(l->raw_mul);
+		shift = LOAD(l->raw_shift);
+	} else {
+		mul = LOAD(l->mul);
+		shift = LOAD(l->shift);
+	}
+	if (unlikely(d > LOAD(l->tsc_span)))
+		return READ_NO_DELTA;
+	if (unlikely(!pvread_line_ns(d, mul, shift, snsec, ns)))
+		return READ_NO_INVALID;
+	return READ_OK;
+}
+
+/*
+ * The kernel's fine clocks are never below its coarse ones: these are the
+ * value at the last tick plus the time since.  The line may be behind the
+ * kernel by up to the bound, so right after a tick it can be below the
+ * coarse clocks the page publishes (and gettimeofday()'s second below
+ * time()'s): hold it at MONOTONIC_COARSE until it passes it, REALTIME at
+ * the same instant on the wall clock (the line's REALTIME base is its
+ * MONOTONIC base less the kernel's wall_to_monotonic, with the same
+ * fraction).  Not at REALTIME_COARSE: before Linux 6.15 that steps back
+ * by a microsecond or so on an NTP frequency change, and the module holds
+ * MONOTONIC_COARSE against it; so neither result ever steps back but for
+ * a step of REALTIME itself, and REALTIME_COARSE, the held value less the
+ * same offset or less, is never above it.
+ */
+static __attribute__((noinline)) enum read_result
+not_below_coarse(const struct pvread_header *h, const clockid_t clock,
+		 int64_t *sec, uint64_t *ns)
+{
+	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
+	uint64_t csec = LOAD(c->sec), cns = LOAD(c->snsec);
+	int64_t d;
+
+	if (unlikely(cns >= NSEC_PER_SEC))
+		return READ_NO_INVALID;
+	if (clock == CLOCK_REALTIME) {
+		const struct pvread_clock_base *m = &h->line.base[CLOCK_MONOTONIC];
+		const struct pvread_clock_base *r = &h->line.base[CLOCK_REALTIME];
+		/* Each below 2^32 ns: a few turns at most. */
+		int64_t frac = (int64_t)cns - (int64_t)(LOAD(m->snsec) >> 32) +
+			       (int64_t)(LOAD(r->snsec) >> 32);
+
+		/* Unsigned: a page no module wrote gives nonsense, not UB. */
+		csec = csec - LOAD(m->sec) + LOAD(r->sec);
+		for (; frac < 0; frac += NSEC_PER_SEC)
+			csec--;
+		for (; frac >= NSEC_PER_SEC; frac -= NSEC_PER_SEC)
+			csec++;
+		cns = (uint64_t)frac;
+	}
+	/*
+	 * *@ns may exceed a second (set_ts() normalises), but from a line a
+	 * module wrote, read within its span, by less than a second: the line
+	 * is below the coarse value where it is seconds behind, and the
+	 * nanoseconds decide within 4 s.
+	 */
+	d = (int64_t)((uint64_t)*sec - csec);
+	if (likely(d > 0) ||
+	    (d >= -4 && (int64_t)((uint64_t)d * NSEC_PER_SEC + *ns - cns) >= 0))
+		return READ_OK;
+	if (unlikely(csec > KTIME_SEC_MAX))
+		return READ_NO_INVALID;
+	*sec = (int64_t)csec;
+	*ns = cns;
+	return READ_OK;
+}
+
+/*
+ * One attempt at the page's answer for @clock, as the vDSO's do_hres():
+ * READ_OK, READ_BUSY while an update is being written, READ_RETRY when one
+ * completed under us, READ_NO_* when the kernel must answer.
+ */
+static ALWAYS_INLINE enum read_result try_read(const struct process *p,
+					       const clockid_t clock,
+					       struct timespec *ts,
+					       const bool fast)
+{
+	const struct mapping *m = &p->map;
+	const struct pvread_header *h = m->hdr;
+	const struct pvread_clock_base *b;
+	enum read_result r = READ_OK;
+	uint64_t snsec, ns;
+	uint32_t seq;
+	int64_t sec;
+
+	seq = LOAD(h->seq);
+	RMB();
+	if (unlikely(seq & 1))
+		return seq == atomic_load_explicit(&p->stuck_seq,
+						   memory_order_relaxed) ?
+		       READ_NO_STUCK : READ_BUSY;
+	if (unlikely(LOAD(h->mode) != PVREAD_MODE_LINE))
+		return READ_NO_MODE;
+	if (unlikely(LOAD(h->error_bound_ns) > m->tolerance_ns))
+		return READ_NO_BOUND;
+	if (clock_in(CLOCKS_COARSE, clock)) {
+		/* The timekeeper's at its last update. */
+		b = &h->tk.base[clock];
+		sec = LOAD(b->sec);
+		ns = LOAD(b->snsec);
+		if (unlikely(ns >= NSEC_PER_SEC))
+			r = READ_NO_INVALID;
+	} else {
+		uint64_t tsc = tsc_ordered();
+
+		b = &h->line.base[clock];
+		sec = LOAD(b->sec);
+		snsec = LOAD(b->snsec);
+		r = read_line(&h->line, clock, tsc, snsec, &ns);
+		/*
+		 * MONOTONIC past MONOTONIC_COARSE's second, or within it and
+		 * past its nanoseconds, needs no more (ns unnormalised only
+		 * makes it later); the rest, and REALTIME, are worked out.
+		 */
+		if (likely(r == READ_OK) &&
+		    (clock == CLOCK_REALTIME ||
+		     (clock == CLOCK_MONOTONIC &&
+		      (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) > sec ||
+		       (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) == sec &&
+			LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].snsec) > ns)))))
+			r = fast && clock == CLOCK_MONOTONIC ? READ_HOLD :
+			    not_below_coarse(h, clock, &sec, &ns);
+	}
+	if (unlikely(r != READ_OK))
+		return r;
+	RMB();
+	if (unlikely(LOAD(h->seq) != seq))
+		return READ_RETRY;
+	/* The kernel's clocks are s64 ns: beyond them, no module wrote it. */
+	if (unlikely((uint64_t)sec > KTIME_SEC_MAX))
+		return READ_NO_INVALID;
+	if (timens_shifts(clock)) {
+		sec += m->ns.sec[clock];
+		ns += (uint64_t)m->ns.nsec[clock];
+	}
+	set_ts(ts, sec, ns);
+	return READ_OK;
+}
+
+/*
+ * After attempt result @r: true to try again (an update in progress, waited
+ * for as the kernel would; one that completed, a few times), false with the
+ * reason in *@why when the kernel must answer.
+ */
+__attribute__((noinline, cold))
+bool pvread_try_again(struct process *p, enum read_result r,
+		      struct attempts *a, enum pvread_slow_reason *why)
+{
+	switch (r) {
+	case READ_BUSY:
+		if (wait_for_writer(&a->since))
+			return true;
+		/* Not the kernel's timekeeper: later reads need not wait. */
+		pvread_remember_stuck(p);
+		*why = PVREAD_SLOW_BUSY;
+		return false;
+	case READ_RETRY:
+		pvread_thread_stats.retries++;
+		if (++a->tries < MAX_TRIES)
+			return true;
+		*why = PVREAD_SLOW_RETRIES;
+		return false;
+	default:
+		*why = (enum pvread_slow_reason)(r - READ_NO);
+		return false;
+	}
+}
+
+/*
+ * The page's answer for @clock; false when the kernel must answer, for the
+ * reason in *@why.  One loop, as the vDSO's.
+ */
+static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
+				    struct timespec *ts,
+				    enum pvread_slow_reason *why)
+{
+	struct attempts a = { 0, 0 };
+	enum read_result r = READ_NO_TIMENS;
+
+	/* The fast path leaves these out (fast_clocks): say why here. */
+	if (timens_shifts(clock) && unlikely(p->map.ns.unknown))
+		return pvread_try_again(p, r, &a, why);
+	while (unlikely((r = try_read(p, clock, ts, false)) != READ_OK))
+		if (!pvread_try_again(p, r, &a, why))
+			return false;
+	return true;
+}
+
+/* read_fast(), for info.c's pvread_get_info(). */
+bool pvread_read_fast(struct process *p, const clockid_t clock,
+		      struct timespec *ts, enum pvread_slow_reason *why)
+{
+	return read_fast(p, clock, ts, why);
+}
+
+/*
+ * Everything but the fast path's one attempt: the first call's mapping,
+ * the retries, the kernel's answer, the hold at the line, the floors'
+ * writes.  A read that gets here reads the page again from the start.
+ */
+static __attribute__((noinline, cold))
+int gettime_slow(clockid_t clock, struct timespec *ts)
+{
+	enum pvread_slow_reason why = PVREAD_SLOW_OTHER;
+	struct process *p = NULL;
+
+	/* A bad clock or pointer gets the kernel's answer: EINVAL, EFAULT. */
+	if (!is_mirrored(clock) || !ts)
+		goto slow;
+	p = get_process();
+	if (unlikely(!p)) {
+		why = PVREAD_SLOW_NO_PAGE;
+		goto slow;
+	}
+	if (unlikely(!read_fast(p, clock, ts, &why)))
+		goto slow;
+	if (fine_never_back(clock)) {
+		/*
+		 * Acquire: LINE seen here comes with the floor the fallback
+		 * before it raised (a plain load on x86).
+		 */
+		if (atomic_load_explicit(&p->mode_seen[clock],
+					 memory_order_acquire) != PVREAD_MODE_LINE &&
+		    pvread_enter_line(p, clock, ts))
+			return 0;
+		pvread_respect_floor(p, clock, ts);
+	} else if (clock == CLOCK_MONOTONIC_COARSE) {
+		/*
+		 * The kernel's own MONOTONIC_COARSE steps back on NTP
+		 * frequency changes before Linux 6.15; the page's is held,
+		 * but a fallback reads the kernel's.  Its floor moves once a
+		 * tick: the fast path leaves the raise to this path.
+		 */
+		pvread_apply_floor(p, clock, ts);
+	}
+	return 0;
+slow:
+	return pvread_slow_clock_gettime(p, clock, ts, why);
+}
+
+/*
+ * Does the page's reading in *@ts stand as it is?  For the steady clocks,
+ * while this process's floor holds every reading returned (mode_seen LINE
+ * since the last fallback) and is not above it; for MONOTONIC_COARSE, while
+ * its floor is not below it either (the slow path raises it, once a tick).
+ * Loads only: every write is the slow path's.
+ */
+static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
+				 const struct timespec *ts)
+{
+	int64_t floor;
+
+	if (clock_in(CLOCKS_STEADY, clock)) {
+		if (unlikely(atomic_load_explicit(&p->mode_seen[clock],
+						  memory_order_acquire) !=
+			     PVREAD_MODE_LINE))
+			return false;
+	} else if (clock != CLOCK_MONOTONIC_COARSE) {
+		return true;
+	}
+	floor = atomic_load_explicit(&p->floors[clock].ns,
+				     memory_order_relaxed);
+	return clock == CLOCK_MONOTONIC_COARSE ? ns_of(ts) == floor :
+						 ns_of(ts) >= floor;
+}
+
+/*
+ * The read, shaped as the vDSO's do_hres(): one attempt at the page, and
+ * one exit to everything else.  No write but *@ts.
+ */
+int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
+{
+	const struct process *p = atomic_load_explicit(&pvread_process,
+						       memory_order_acquire);
+
+	if (likely(p) && likely((unsigned int)clock < 32) &&
+	    likely(clock_in(atomic_load_explicit(&p->fast_clocks,
+						 memory_order_acquire), clock)) &&
+	    likely(ts) && likely(try_read(p, clock, ts, true) == READ_OK) &&
+	    likely(stands(p, clock, ts)))
+		return 0;
+	return gettime_slow(clock, ts);
+}
+
+int pvread_gettimeofday(struct timeval *tv, void *tz)
+{
+	struct timespec ts;
+
+	if (tz || !tv)
+		return pvread_kernel_gettimeofday(tv, tz);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
+	tv->tv_sec = ts.tv_sec;
+	tv->tv_usec = ts.tv_nsec / 1000;
+	return 0;
+}
+
+time_t pvread_time(time_t *t)
+{
+	struct timespec ts;
+
+	/* time() is the kernel's coarse seconds, not a rounded fine clock. */
+	pvread_clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	if (t)
+		*t = ts.tv_sec;
+	return ts.tv_sec;
+}
