@@ -255,7 +255,6 @@ enum read_result {
 	READ_OK,
 	READ_BUSY,		/* an update is being written */
 	READ_RETRY,		/* an update completed under us */
-	READ_HOLD,		/* maybe below the coarse clocks: see try_read() */
 	READ_NO,		/* + the reason */
 	READ_NO_MODE = READ_NO + PVREAD_SLOW_MODE,
 	READ_NO_BOUND = READ_NO + PVREAD_SLOW_BOUND,

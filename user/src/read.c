@@ -156,8 +156,7 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
  */
 static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 					       const clockid_t clock,
-					       struct timespec *ts,
-					       const bool fast)
+					       struct timespec *ts)
 {
 	const struct mapping *m = &p->map;
 	const struct pvread_header *h = m->hdr;
@@ -202,8 +201,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		      (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) > sec ||
 		       (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) == sec &&
 			LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].snsec) > ns)))))
-			r = fast && clock == CLOCK_MONOTONIC ? READ_HOLD :
-			    not_below_coarse(h, clock, &sec, &ns);
+			r = not_below_coarse(h, clock, &sec, &ns);
 	}
 	if (unlikely(r != READ_OK))
 		return r;
@@ -264,7 +262,7 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 	/* The fast path leaves these out (fast_clocks): say why here. */
 	if (timens_shifts(clock) && unlikely(p->map.ns.unknown))
 		return pvread_try_again(p, r, &a, why);
-	while (unlikely((r = try_read(p, clock, ts, false)) != READ_OK))
+	while (unlikely((r = try_read(p, clock, ts)) != READ_OK))
 		if (!pvread_try_again(p, r, &a, why))
 			return false;
 	return true;
@@ -278,26 +276,13 @@ bool pvread_read_fast(struct process *p, const clockid_t clock,
 }
 
 /*
- * Everything but the fast path's one attempt: the first call's mapping,
- * the retries, the kernel's answer, the hold at the line, the floors'
- * writes.  A read that gets here reads the page again from the start.
+ * A reading from the page that does not stand as it is (stands()): the
+ * first of a steady clock since a fallback, one below a floor, or a
+ * MONOTONIC_COARSE past its floor, which is raised.
  */
 static __attribute__((noinline, cold))
-int gettime_slow(clockid_t clock, struct timespec *ts)
+int gettime_held(struct process *p, clockid_t clock, struct timespec *ts)
 {
-	enum pvread_slow_reason why = PVREAD_SLOW_OTHER;
-	struct process *p = NULL;
-
-	/* A bad clock or pointer gets the kernel's answer: EINVAL, EFAULT. */
-	if (!is_mirrored(clock) || !ts)
-		goto slow;
-	p = get_process();
-	if (unlikely(!p)) {
-		why = PVREAD_SLOW_NO_PAGE;
-		goto slow;
-	}
-	if (unlikely(!read_fast(p, clock, ts, &why)))
-		goto slow;
 	if (fine_never_back(clock)) {
 		/*
 		 * Acquire: LINE seen here comes with the floor the fallback
@@ -318,6 +303,30 @@ int gettime_slow(clockid_t clock, struct timespec *ts)
 		pvread_apply_floor(p, clock, ts);
 	}
 	return 0;
+}
+
+/*
+ * Everything but the fast path's one attempt: the first call's mapping,
+ * the retries, the kernel's answer.  A read that gets here reads the page
+ * again from the start.
+ */
+static __attribute__((noinline, cold))
+int gettime_slow(clockid_t clock, struct timespec *ts)
+{
+	enum pvread_slow_reason why = PVREAD_SLOW_OTHER;
+	struct process *p = NULL;
+
+	/* A bad clock or pointer gets the kernel's answer: EINVAL, EFAULT. */
+	if (!is_mirrored(clock) || !ts)
+		goto slow;
+	p = get_process();
+	if (unlikely(!p)) {
+		why = PVREAD_SLOW_NO_PAGE;
+		goto slow;
+	}
+	if (unlikely(!read_fast(p, clock, ts, &why)))
+		goto slow;
+	return gettime_held(p, clock, ts);
 slow:
 	return pvread_slow_clock_gettime(p, clock, ts, why);
 }
@@ -350,19 +359,20 @@ static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
 
 /*
  * The read, shaped as the vDSO's do_hres(): one attempt at the page, and
- * one exit to everything else.  No write but *@ts.
+ * one exit to everything else.  No write but *@ts unless the reading does
+ * not stand as it is.
  */
 int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 {
-	const struct process *p = atomic_load_explicit(&pvread_process,
-						       memory_order_acquire);
+	struct process *p = atomic_load_explicit(&pvread_process,
+						 memory_order_acquire);
 
 	if (likely(p) && likely((unsigned int)clock < 32) &&
 	    likely(clock_in(atomic_load_explicit(&p->fast_clocks,
 						 memory_order_acquire), clock)) &&
-	    likely(ts) && likely(try_read(p, clock, ts, true) == READ_OK) &&
-	    likely(stands(p, clock, ts)))
-		return 0;
+	    likely(ts) && likely(try_read(p, clock, ts) == READ_OK))
+		return likely(stands(p, clock, ts)) ? 0 :
+		       gettime_held(p, clock, ts);
 	return gettime_slow(clock, ts);
 }
 
