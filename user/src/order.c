@@ -28,17 +28,24 @@ static inline void set_ns(struct timespec *ts, int64_t v)
 }
 
 /* Never below what this process returned before, on any thread. */
-void pvread_apply_floor(struct process *p, clockid_t clock,
-			struct timespec *ts)
+/* @clock's floor at least @v; the floor as it was, if it was above. */
+static int64_t raise_floor(struct process *p, clockid_t clock, int64_t v)
 {
 	_Atomic int64_t *f = &p->floors[clock].ns;
-	int64_t v = ns_of(ts);
 	int64_t cur = atomic_load_explicit(f, memory_order_relaxed);
 
 	while (v > cur)
 		if (atomic_compare_exchange_weak_explicit(f, &cur, v,
 				memory_order_relaxed, memory_order_relaxed))
-			return;
+			return v;
+	return cur;
+}
+
+void pvread_apply_floor(struct process *p, clockid_t clock,
+			struct timespec *ts)
+{
+	int64_t v = ns_of(ts), cur = raise_floor(p, clock, v);
+
 	if (v < cur) {
 		pvread_thread_stats.clamped++;
 		set_ns(ts, cur);
@@ -153,8 +160,9 @@ bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 	if (!pvread_line_ns(d, mul, shift, snsec, &ns))
 		return true;
 	set_ts(&line, sec + m->ns.sec[clock], ns + (uint64_t)m->ns.nsec[clock]);
-	above = ns_of(&line) - ns_of(ts);
-	if (above <= 0)
+	/* A line near the end of s64 ns (no module's) wraps: no lift. */
+	if (__builtin_sub_overflow(ns_of(&line), ns_of(ts), &above) ||
+	    above <= 0)
 		return true;
 	pvread_thread_stats.lifted++;
 	most = m->tolerance_ns;
@@ -212,8 +220,18 @@ int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
 		p = atomic_load_explicit(&pvread_process, memory_order_acquire);
 	if (!p)
 		return ret;
-	if (clock == CLOCK_MONOTONIC_COARSE ||
-	    !atomic_load_explicit(&p->line_used, memory_order_relaxed)) {
+	if (clock == CLOCK_MONOTONIC_COARSE) {
+		pvread_apply_floor(p, clock, ts);
+		/*
+		 * The kernel's tick can be newer than the page's (its vDSO
+		 * data is written before the module's notifier runs): a line
+		 * reading held only at the page's MONOTONIC_COARSE could be
+		 * below this answer.  MONOTONIC's floor holds it there.
+		 */
+		raise_floor(p, CLOCK_MONOTONIC, ns_of(ts));
+		return ret;
+	}
+	if (!atomic_load_explicit(&p->line_used, memory_order_relaxed)) {
 		pvread_apply_floor(p, clock, ts);
 		return ret;
 	}
