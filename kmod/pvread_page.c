@@ -101,9 +101,12 @@ void pvread_publish(struct pvread_header *h)
 	h->tsc_warp = pvread.tsc_warp;
 	h->disruptions = pvread.resumes;
 	h->mode = PVREAD_MODE_NONE;
+	/* Until the next update anchors one, there is no line to read. */
+	if (h->line_state == PVREAD_LINE_ACTIVE && !pvread.ln.live)
+		h->line_state = PVREAD_LINE_WAITING;
 	if (h->line_state != PVREAD_LINE_ACTIVE)
 		pvread_line_end(h);
-	else if (pvread.ln.live)
+	else
 		h->mode = PVREAD_MODE_LINE;
 }
 
