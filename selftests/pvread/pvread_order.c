@@ -640,7 +640,8 @@ int main(int argc, char **argv)
 	ksft_set_plan(4 * ((cases & 1) + !!(cases & 2)));
 
 	/* The module needs a few seconds after a load before it vouches;
-	 * the library maps the page here, so that the readers inherit it. */
+	 * the library maps the page here; the forked readers adopt the
+	 * page they inherit again (their library state starts afresh). */
 	for (i = 0; i <= wait_s * 10; i++) {
 		pvread_get_info(&info);
 		if (!hdr || !pvst_page_sample(&s))

@@ -84,7 +84,8 @@ elif [ "$where" = xen ]; then
 fi
 
 # The default tolerance: under emulation the published bound is above it
-# on every machine (each call "slow for bound"), so with the module loaded
+# on every machine (each call "slow for bound", or "mode" where there is
+# no line), so with the module loaded
 # every call is a system call too, 20 us or more each: 10^5 calls there.
 m=1000000
 [ "$where" = xen ] && m=100000

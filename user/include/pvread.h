@@ -15,14 +15,17 @@
  *
  * The tolerance is PVREAD_MAX_ERROR_NS from the environment, read once at
  * the first call: the largest deviation from the kernel's clock, in ns, the
- * caller accepts (default 10000, 10 us; 0 accepts only exact readings).
+ * caller accepts (default 10000, 10 us; 0 accepts no line reading).
  * Anything but decimal digits is the default; set-user-ID programs ignore
  * it (secure_getenv()).
  *
  * CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME and
  * CLOCK_MONOTONIC_COARSE never go back within a process, on any thread and
  * any CPU, across fast and slow paths and changes of mode (the kernel's own
- * MONOTONIC_COARSE can, before Linux 6.15, on NTP frequency changes).
+ * MONOTONIC_COARSE can, before Linux 6.15, on NTP frequency changes) -- but
+ * for one case: a fallback after line readings while the page's header
+ * cannot be read (an update that never completes, pvread(3)), which the
+ * floor alone holds.
  *
  * Readings of CLOCK_MONOTONIC, _RAW and BOOTTIME taken from the line are
  * also ordered across every CPU, thread and process that reads the page's
