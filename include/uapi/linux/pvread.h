@@ -60,6 +60,7 @@
 
 /* header.flags */
 #define PVREAD_FLAG_XEN_CLOCKSOURCE	_BITUL(0) /* timekeeper runs on "xen" */
+/* bit 1: TSC_AUX named the CPU, in ABI version 2; never set since */
 #define PVREAD_FLAG_TSC_STABLE		_BITUL(2) /* Xen set PVCLOCK_TSC_STABLE_BIT */
 #define PVREAD_FLAG_CPU0_OWNED_BY_KERNEL _BITUL(3) /* Linux's vDSO owns vCPU 0's area */
 #define PVREAD_FLAG_TSC_EMULATED	_BITUL(4) /* Xen emulates rdtsc (CPUID time leaf) */
