@@ -83,8 +83,7 @@
 #define PVREAD_LINE_UNVOUCHED	2	/* nobody vouches for one TSC across vCPUs */
 #define PVREAD_LINE_WARP	3	/* the TSC went back across vCPUs */
 #define PVREAD_LINE_UNCHECKED	4	/* check not done yet (load, resume) */
-#define PVREAD_LINE_STABLE	5	/* Xen's stable bit: the kernel's vDSO
-					 * reads pvclock itself, fast */
+#define PVREAD_LINE_STABLE	5	/* stable bit: the kernel's vDSO is fast */
 #define PVREAD_LINE_WAITING	6	/* no line until the page may be read */
 #define PVREAD_LINE_RATES	7	/* the records' rates disagree */
 
