@@ -141,14 +141,19 @@ static void pvread_line_publish(struct pvread_line *hl,
 	pvread_line_bases(hl, tk);
 }
 
-/* Add @add (ns << 32) to @b, a base of the line. */
-static void pvread_base_add(struct pvread_clock_base *b, unsigned __int128 add)
+/*
+ * Move @b, a base of the line, to the line's value @span ticks on at
+ * @mul, @shift: the value readers got there.
+ */
+static void pvread_base_add(struct pvread_clock_base *b, u64 span, u32 mul,
+			    u8 shift)
 {
-	unsigned __int128 v = (unsigned __int128)b->snsec + add;
+	__u64 v = b->snsec;
 	u64 rem;
 
+	pvread_line_value(span, mul, shift, b->snsec, &v);
 	/* rem < NSEC_PER_SEC: snsec stays below one second << 32 */
-	b->sec += div64_u64_rem((u64)(v >> 32), NSEC_PER_SEC, &rem);
+	b->sec += div64_u64_rem(v >> 32, NSEC_PER_SEC, &rem);
 	b->snsec = (rem << 32) | (u32)v;
 }
 
@@ -163,18 +168,17 @@ void pvread_line_flatten(struct pvread_header *h)
 {
 	struct pvread_line_state *l = &pvread.ln;
 	struct pvread_line *hl = &h->line;
-	unsigned __int128 mono, raw;
 	unsigned int c;
 
 	if (!l->exists || l->live)
 		return;
-	mono = (unsigned __int128)(l->span << l->mono.shift) * l->mono.mul;
-	raw = (unsigned __int128)(l->span << l->raw.shift) * l->raw.mul;
 	for (c = 0; c < PVREAD_NR_CLOCK_BASES; c++)
 		if (c == CLOCK_MONOTONIC_RAW)
-			pvread_base_add(&hl->base[c], raw);
+			pvread_base_add(&hl->base[c], l->span, l->raw.mul,
+					l->raw.shift);
 		else if (hl->base[c].sec || hl->base[c].snsec)
-			pvread_base_add(&hl->base[c], mono);
+			pvread_base_add(&hl->base[c], l->span, l->mono.mul,
+					l->mono.shift);
 	pvread_run_at(&l->mono, l->span, &l->mono.ns, &l->mono.frac);
 	pvread_run_at(&l->raw, l->span, &l->raw.ns, &l->raw.frac);
 	l->mono.mul = 0;
@@ -250,7 +254,9 @@ bool pvread_line_anchor(struct pvread_header *h, const struct timekeeper *tk,
 	}
 	l->tsc = ta;
 	l->guard = guard;
-	l->span = div64_u64((u64)PVREAD_LINE_SPAN_NS << 32, m->rate);
+	l->span = min3(div64_u64((u64)PVREAD_LINE_SPAN_NS << 32, m->rate),
+		       pvread_run_fits(pvread_run_rate(&l->mono)),
+		       pvread_run_fits(pvread_run_rate(&l->raw)));
 	l->exists = true;
 	l->live = true;
 

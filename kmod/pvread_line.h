@@ -3,8 +3,9 @@
  * The line's arithmetic on its own parameters, nothing else: the module
  * includes it (pvread_internal.h), and so does kmod/test_line.c, which runs
  * it on the host against random and adversarial anchors.  The includer
- * provides u8, u32, s64, u64, U32_MAX, S64_MIN, NSEC_PER_SEC, clamp() and
- * div_s64() with the kernel's meaning.
+ * provides u8, u32, s64, u64, U32_MAX, U64_MAX, S64_MIN, NSEC_PER_SEC,
+ * clamp(), div_s64() and the UAPI header (linux/pvread.h) with the
+ * kernel's meaning.
  */
 #ifndef PVREAD_LINE_H
 #define PVREAD_LINE_H
@@ -49,15 +50,29 @@ static inline u64 pvread_run_rate(const struct pvread_run *r)
 	return (u64)r->mul << r->shift;
 }
 
-/* @r's value @d ticks past its anchor, exactly as readers compute it. */
+/*
+ * The most ticks past an anchor that a line of @rate may be read: where its
+ * value from a base just below a second still fits readers' 64 bits
+ * (pvread_line_value()).  Half a second of any real TSC is far below it.
+ */
+static inline u64 pvread_run_fits(u64 rate)
+{
+	return (U64_MAX - ((u64)NSEC_PER_SEC << 32)) / (rate ? rate : 1);
+}
+
+/*
+ * @r's value @d ticks past its anchor, by readers' own arithmetic (the
+ * UAPI header's pvread_line_value()); @d at most pvread_run_fits() of its
+ * rate, as every line's span is, or this is the anchor's value.
+ */
 static inline void pvread_run_at(const struct pvread_run *r, u64 d, s64 *ns,
 				 u32 *frac)
 {
-	unsigned __int128 p = (unsigned __int128)(d << r->shift) * r->mul;
-	u64 f = (u64)r->frac + (u32)p;
+	__u64 v = r->frac;
 
-	*ns = r->ns + (s64)(u64)(p >> 32) + (s64)(f >> 32);
-	*frac = (u32)f;
+	pvread_line_value(d, r->mul, r->shift, r->frac, &v);
+	*ns = r->ns + (s64)(v >> 32);
+	*frac = (u32)v;
 }
 
 /*

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include <linux/pvread.h>
+
 #define PVREAD_ARITH_NSEC_PER_SEC 1000000000ULL
 
 /*
@@ -84,19 +86,21 @@ static inline uint64_t pvread_line_delta(uint64_t tsc, uint64_t tsc_timestamp)
 }
 
 /*
- * The line @d ticks past its anchor: (@snsec + (@d << @shift) * @mul) >> 32
- * with a 128-bit product, nanoseconds past the base's second.  Returns
- * false for what the module never writes, a shift beyond 32 or one that
- * pushes @d out of 64 bits, so that a broken page gives a fallback rather
- * than a wrapped product; and a base of a second or more past its second.
+ * The line @d ticks past its anchor, in nanoseconds past the base's second,
+ * by the page's own arithmetic (pvread_line_value()).  Returns false where
+ * that does not fit in 64 bits, and for a base of a second or more past
+ * its second, which no module writes: a broken page gives a fallback
+ * rather than a wrapped product.
  */
-static inline int pvread_line_ns(uint64_t d, uint32_t mul, unsigned int shift,
+static inline int pvread_line_ns(uint64_t d, uint32_t mul, uint8_t shift,
 				 uint64_t snsec, uint64_t *ns)
 {
-	if (shift > 32 || d > UINT64_MAX >> shift ||
-	    snsec >= PVREAD_ARITH_NSEC_PER_SEC << 32)
+	__u64 v;
+
+	if (snsec >= PVREAD_ARITH_NSEC_PER_SEC << 32 ||
+	    !pvread_line_value(d, mul, shift, snsec, &v))
 		return 0;
-	*ns = (uint64_t)(((unsigned __int128)(d << shift) * mul + snsec) >> 32);
+	*ns = v >> 32;
 	return 1;
 }
 

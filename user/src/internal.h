@@ -301,6 +301,20 @@ static ALWAYS_INLINE uint64_t tsc_ordered(void)
 	return __rdtsc();
 }
 
+/* The line's rate for @clock: MONOTONIC_RAW's, or MONOTONIC's for the rest. */
+static ALWAYS_INLINE void line_rate(const struct pvread_line *l,
+				    clockid_t clock, uint32_t *mul,
+				    uint8_t *shift)
+{
+	if (clock == CLOCK_MONOTONIC_RAW) {
+		*mul = LOAD(l->raw_mul);
+		*shift = LOAD(l->raw_shift);
+	} else {
+		*mul = LOAD(l->mul);
+		*shift = LOAD(l->shift);
+	}
+}
+
 /* @sec and @ns past it, ns possibly beyond a second, into *@ts. */
 static ALWAYS_INLINE void set_ts(struct timespec *ts, int64_t sec, uint64_t ns)
 {

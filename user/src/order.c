@@ -98,7 +98,8 @@ bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 	const struct pvread_line *l = &h->line;
 	const struct pvread_clock_base *b = &l->base[clock];
 	uint64_t stamp, span, snsec, tsc, d, ns, since = 0, most;
-	uint32_t seq, mul, shift;
+	uint32_t seq, mul;
+	uint8_t shift;
 	struct timespec line;
 	int64_t sec, above;
 	int tries;
@@ -126,13 +127,7 @@ bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 		}
 		stamp = LOAD(l->tsc_timestamp);
 		span = LOAD(l->tsc_span);
-		if (clock == CLOCK_MONOTONIC_RAW) {
-			mul = LOAD(l->raw_mul);
-			shift = LOAD(l->raw_shift);
-		} else {
-			mul = LOAD(l->mul);
-			shift = LOAD(l->shift);
-		}
+		line_rate(l, clock, &mul, &shift);
 		sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		tsc = tsc_ordered();

@@ -67,6 +67,18 @@ static inline bool is_mirrored(clockid_t clock)
 }
 
 /*
+ * A reading of the page: seconds, and nanoseconds past them (up to a few
+ * seconds' worth until try_read() normalises them).  A sec of -1 is no
+ * reading: beyond KTIME_SEC_MAX as unsigned, which try_read() refuses.
+ */
+struct reading {
+	int64_t sec;
+	uint64_t ns;
+};
+
+#define INVALID_READING ((struct reading){ -1, 0 })
+
+/*
  * The line's nanoseconds past base's second for @clock at @tsc, or
  * READ_NO_DELTA beyond the line's span (the module stopped re-anchoring it:
  * the kernel knows better) or with a shift no module writes.
@@ -77,15 +89,10 @@ static ALWAYS_INLINE enum read_result read_line(const struct pvread_line *l,
 						uint64_t *ns)
 {
 	uint64_t d = pvread_line_delta(tsc, LOAD(l->tsc_timestamp));
-	uint32_t mul, shift;
+	uint32_t mul;
+	uint8_t shift;
 
-	if (clock == CLOCK_MONOTONIC_RAW) {
-		mul = LOAD(l->raw_mul);
-		shift = LOAD(l->raw_shift);
-	} else {
-		mul = LOAD(l->mul);
-		shift = LOAD(l->shift);
-	}
+	line_rate(l, clock, &mul, &shift);
 	if (unlikely(d > LOAD(l->tsc_span)))
 		return READ_NO_DELTA;
 	if (unlikely(!pvread_line_ns(d, mul, shift, snsec, ns)))
@@ -107,16 +114,16 @@ static ALWAYS_INLINE enum read_result read_line(const struct pvread_line *l,
  * a step of REALTIME itself, and REALTIME_COARSE, the held value less the
  * same offset or less, is never above it.
  */
-static __attribute__((noinline)) enum read_result
+static __attribute__((noinline)) struct reading
 not_below_coarse(const struct pvread_header *h, const clockid_t clock,
-		 int64_t *sec, uint64_t *ns)
+		 struct reading r)
 {
 	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
 	uint64_t csec = LOAD(c->sec), cns = LOAD(c->snsec);
 	int64_t d;
 
 	if (unlikely(cns >= NSEC_PER_SEC))
-		return READ_NO_INVALID;
+		return INVALID_READING;
 	if (clock == CLOCK_REALTIME) {
 		const struct pvread_clock_base *m = &h->line.base[CLOCK_MONOTONIC];
 		const struct pvread_clock_base *r = &h->line.base[CLOCK_REALTIME];
@@ -133,38 +140,38 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
 		cns = (uint64_t)frac;
 	}
 	/*
-	 * *@ns may exceed a second (set_ts() normalises), but from a line a
+	 * @r.ns may exceed a second (try_read() normalises), but from a line a
 	 * module wrote, read within its span, by less than a second: the line
 	 * is below the coarse value where it is seconds behind, and the
 	 * nanoseconds decide within 4 s.
 	 */
-	d = (int64_t)((uint64_t)*sec - csec);
+	d = (int64_t)((uint64_t)r.sec - csec);
 	if (likely(d > 0) ||
-	    (d >= -4 && (int64_t)((uint64_t)d * NSEC_PER_SEC + *ns - cns) >= 0))
-		return READ_OK;
+	    (d >= -4 && (int64_t)((uint64_t)d * NSEC_PER_SEC + r.ns - cns) >= 0))
+		return r;
 	if (unlikely(csec > KTIME_SEC_MAX))
-		return READ_NO_INVALID;
-	*sec = (int64_t)csec;
-	*ns = cns;
-	return READ_OK;
+		return INVALID_READING;
+	return (struct reading){ (int64_t)csec, cns };
 }
 
 /*
  * One attempt at the page's answer for @clock, as the vDSO's do_hres():
  * READ_OK, READ_BUSY while an update is being written, READ_RETRY when one
- * completed under us, READ_NO_* when the kernel must answer.
+ * completed under us, READ_NO_* when the kernel must answer.  The reading
+ * goes to *@out, normalised: a local of the caller's, so that it stays in
+ * registers until it is checked and stored.
  */
 static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 					       const clockid_t clock,
-					       struct timespec *ts)
+					       struct reading *out)
 {
 	const struct mapping *m = &p->map;
 	const struct pvread_header *h = m->hdr;
 	const struct pvread_clock_base *b;
 	enum read_result r = READ_OK;
-	uint64_t snsec, ns;
+	struct reading v;
+	uint64_t snsec;
 	uint32_t seq;
-	int64_t sec;
 
 	seq = LOAD(h->seq);
 	RMB();
@@ -179,17 +186,17 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 	if (clock_in(CLOCKS_COARSE, clock)) {
 		/* The timekeeper's at its last update. */
 		b = &h->tk.base[clock];
-		sec = LOAD(b->sec);
-		ns = LOAD(b->snsec);
-		if (unlikely(ns >= NSEC_PER_SEC))
+		v.sec = LOAD(b->sec);
+		v.ns = LOAD(b->snsec);
+		if (unlikely(v.ns >= NSEC_PER_SEC))
 			r = READ_NO_INVALID;
 	} else {
 		uint64_t tsc = tsc_ordered();
 
 		b = &h->line.base[clock];
-		sec = LOAD(b->sec);
+		v.sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
-		r = read_line(&h->line, clock, tsc, snsec, &ns);
+		r = read_line(&h->line, clock, tsc, snsec, &v.ns);
 		/*
 		 * MONOTONIC past MONOTONIC_COARSE's second, or within it and
 		 * past its nanoseconds, needs no more (ns unnormalised only
@@ -198,10 +205,10 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		if (likely(r == READ_OK) &&
 		    (clock == CLOCK_REALTIME ||
 		     (clock == CLOCK_MONOTONIC &&
-		      (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) > sec ||
-		       (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) == sec &&
-			LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].snsec) > ns)))))
-			r = not_below_coarse(h, clock, &sec, &ns);
+		      (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) > v.sec ||
+		       (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) == v.sec &&
+			LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].snsec) > v.ns)))))
+			v = not_below_coarse(h, clock, v);
 	}
 	if (unlikely(r != READ_OK))
 		return r;
@@ -209,13 +216,18 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 	if (unlikely(LOAD(h->seq) != seq))
 		return READ_RETRY;
 	/* The kernel's clocks are s64 ns: beyond them, no module wrote it. */
-	if (unlikely((uint64_t)sec > KTIME_SEC_MAX))
+	if (unlikely((uint64_t)v.sec > KTIME_SEC_MAX))
 		return READ_NO_INVALID;
 	if (timens_shifts(clock)) {
-		sec += m->ns.sec[clock];
-		ns += (uint64_t)m->ns.nsec[clock];
+		v.sec += m->ns.sec[clock];
+		v.ns += (uint64_t)m->ns.nsec[clock];
 	}
-	set_ts(ts, sec, ns);
+	/* Once a second, or a broken page: never a loop. */
+	if (unlikely(v.ns >= NSEC_PER_SEC)) {
+		v.sec = (int64_t)((uint64_t)v.sec + v.ns / NSEC_PER_SEC);
+		v.ns %= NSEC_PER_SEC;
+	}
+	*out = v;
 	return READ_OK;
 }
 
@@ -258,13 +270,16 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 {
 	struct attempts a = { 0, 0 };
 	enum read_result r = READ_NO_TIMENS;
+	struct reading v;
 
 	/* The fast path leaves these out (fast_clocks): say why here. */
 	if (timens_shifts(clock) && unlikely(p->map.ns.unknown))
 		return pvread_try_again(p, r, &a, why);
-	while (unlikely((r = try_read(p, clock, ts)) != READ_OK))
+	while (unlikely((r = try_read(p, clock, &v)) != READ_OK))
 		if (!pvread_try_again(p, r, &a, why))
 			return false;
+	ts->tv_sec = v.sec;
+	ts->tv_nsec = (long)v.ns;
 	return true;
 }
 
@@ -332,16 +347,17 @@ slow:
 }
 
 /*
- * Does the page's reading in *@ts stand as it is?  For the steady clocks,
- * while this process's floor holds every reading returned (mode_seen LINE
- * since the last fallback) and is not above it; for MONOTONIC_COARSE, while
- * its floor is not below it either (the slow path raises it, once a tick).
+ * Does the page's reading @v stand as it is?  For the steady clocks, while
+ * this process's floor holds every reading returned (mode_seen LINE since
+ * the last fallback) and is not above it; for MONOTONIC_COARSE, while its
+ * floor is not below it either (the slow path raises it, once a tick).
  * Loads only: every write is the slow path's.
  */
 static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
-				 const struct timespec *ts)
+				 struct reading v)
 {
-	int64_t floor;
+	/* Unsigned: a page no module wrote may make it wrap, never UB. */
+	int64_t ns = (int64_t)((uint64_t)v.sec * NSEC_PER_SEC + v.ns), floor;
 
 	if (clock_in(CLOCKS_STEADY, clock)) {
 		if (unlikely(atomic_load_explicit(&p->mode_seen[clock],
@@ -353,8 +369,7 @@ static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
 	}
 	floor = atomic_load_explicit(&p->floors[clock].ns,
 				     memory_order_relaxed);
-	return clock == CLOCK_MONOTONIC_COARSE ? ns_of(ts) == floor :
-						 ns_of(ts) >= floor;
+	return clock == CLOCK_MONOTONIC_COARSE ? ns == floor : ns >= floor;
 }
 
 /*
@@ -366,13 +381,17 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 {
 	struct process *p = atomic_load_explicit(&pvread_process,
 						 memory_order_acquire);
+	struct reading v;
 
 	if (likely(p) && likely((unsigned int)clock < 32) &&
 	    likely(clock_in(atomic_load_explicit(&p->fast_clocks,
 						 memory_order_acquire), clock)) &&
-	    likely(ts) && likely(try_read(p, clock, ts) == READ_OK))
-		return likely(stands(p, clock, ts)) ? 0 :
+	    likely(ts) && likely(try_read(p, clock, &v) == READ_OK)) {
+		ts->tv_sec = v.sec;
+		ts->tv_nsec = (long)v.ns;
+		return likely(stands(p, clock, v)) ? 0 :
 		       gettime_held(p, clock, ts);
+	}
 	return gettime_slow(clock, ts);
 }
 

@@ -24,7 +24,7 @@ int main(void)
 	uint64_t out = 0;
 	int ok;
 
-	tap_plan(25);
+	tap_plan(27);
 	/* mul 2^31 is one half; shift +1 doubles first: ns = delta. */
 	check(P(1012345, 1000000, 7, 1U << 31, 1), 12345 + 7, "identity scale");
 	/* shift -1 halves, mul one half: ns = delta / 4. */
@@ -73,10 +73,17 @@ int main(void)
 	/* half a ns from snsec, half from one tick at mul 2^31: exactly 6. */
 	ok = pvread_line_ns(1, 1U << 31, 0, (5ULL << 32) | (1U << 31), &out);
 	check(ok ? out : 0, 6, "line: the fractions of base and product add");
-	/* 2^63 * (2^32 - 1) >> 32 = 2^63 - 2^31: needs 128 bits. */
-	ok = pvread_line_ns(1ULL << 63, UINT32_MAX, 0, 0, &out);
-	check(ok ? out : 0, (1ULL << 63) - (1ULL << 31),
-	      "line: 128-bit product");
+	/*
+	 * 64 bits, as the page says: (2^32 + 1) * (2^32 - 1) = 2^64 - 1 is
+	 * the largest product; one tick more, or anything added to it, and
+	 * the kernel answers (the module's lines stay far below: ~2^61).
+	 */
+	ok = pvread_line_ns((1ULL << 32) + 1, UINT32_MAX, 0, 0, &out);
+	check(ok ? out : 0, UINT32_MAX, "line: largest 64-bit product");
+	ok = pvread_line_ns((1ULL << 32) + 2, UINT32_MAX, 0, 0, &out);
+	tap_result(!ok, "line: product beyond 64 bits refused");
+	ok = pvread_line_ns((1ULL << 32) + 1, UINT32_MAX, 0, 1, &out);
+	tap_result(!ok, "line: base + product beyond 64 bits refused");
 	/* (2^32 - 1) << 32 fits; * 1 >> 32 gives it back. */
 	ok = pvread_line_ns(UINT32_MAX, 1, 32, 0, &out);
 	check(ok ? out : 0, UINT32_MAX, "line: shift 32, largest delta that fits");

@@ -141,8 +141,9 @@ struct pvread_timekeeper {
  *
  *   d    = tsc - tsc_timestamp, as signed; a negative d counts as 0
  *   if d > tsc_span: ask the kernel
- *   ns   = (base[clock].snsec + ((d << shift) * mul, 128-bit)) >> 32,
- *          with raw_mul and raw_shift for CLOCK_MONOTONIC_RAW
+ *   ns   = (base[clock].snsec + (d << shift) * mul) >> 32, in 64 bits:
+ *          pvread_line_value() below, with raw_mul and raw_shift for
+ *          CLOCK_MONOTONIC_RAW
  *   time = base[clock].sec + ns (normalised)
  *
  * tsc from an ordered rdtsc (lfence; rdtsc) or rdtscp on any CPU, the
@@ -201,6 +202,24 @@ struct pvread_line {
 	__u64 reserved;
 	struct pvread_clock_base base[PVREAD_NR_CLOCK_BASES];
 };
+
+/*
+ * The line's arithmetic, the one copy of it: the module anchors and checks
+ * its lines with it, and readers read them with it.  The value @d ticks
+ * past the anchor, at rate @mul, @shift, added to @snsec: nanoseconds << 32
+ * in *@v.  0 where a step does not fit in 64 bits, which no line the
+ * module publishes reaches within its tsc_span from a base below a second
+ * (it cuts tsc_span short of that): there a reader asks the kernel.
+ */
+static __inline__ int pvread_line_value(__u64 d, __u32 mul, __u8 shift,
+					__u64 snsec, __u64 *v)
+{
+	__u64 p;
+
+	return shift <= 32 && d <= ~(__u64)0 >> shift &&
+	       !__builtin_mul_overflow(d << shift, (__u64)mul, &p) &&
+	       !__builtin_add_overflow(p, snsec, v);
+}
 
 struct pvread_header {
 	__u32 magic;
