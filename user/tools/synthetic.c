@@ -234,19 +234,24 @@ static void set_line_base(struct pvread_clock_base *b, __int128 v)
 	STORE(b->snsec, (uint64_t)rem);
 }
 
-/* The line's @clock at @tsc, clamped to its ends, ns << 32: exact. */
+/*
+ * The line's @clock at @tsc, clamped to its ends, ns << 32: by the page's
+ * own arithmetic (pvread_line_value(), as the module and readers), which
+ * the spans written here never take beyond 64 bits.
+ */
 static __int128 line_at(const struct pvread_line *l, clockid_t clock,
 			uint64_t tsc)
 {
 	bool raw = clock == CLOCK_MONOTONIC_RAW;
 	uint64_t d = pvread_line_delta(tsc, l->tsc_timestamp);
-	unsigned int shift = raw ? l->raw_shift : l->shift;
+	__u64 v = 0;
 
 	if (d > l->tsc_span)
 		d = l->tsc_span;
-	return line_base(&l->base[clock]) +
-	       (__int128)((unsigned __int128)(d << shift) *
-			  (raw ? l->raw_mul : l->mul));
+	if (!pvread_line_value(d, raw ? l->raw_mul : l->mul,
+			       raw ? l->raw_shift : l->shift, 0, &v))
+		abort();
+	return line_base(&l->base[clock]) + (__int128)v;
 }
 
 int64_t synthetic_line_ns(struct synthetic *s, clockid_t clock, uint64_t tsc)
