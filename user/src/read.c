@@ -356,8 +356,13 @@ slow:
 static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
 				 struct reading v)
 {
-	/* Unsigned: a page no module wrote may make it wrap, never UB. */
-	int64_t ns = (int64_t)((uint64_t)v.sec * NSEC_PER_SEC + v.ns), floor;
+	/*
+	 * The reading's nanoseconds against the floor less its seconds, which
+	 * are known before the TSC is read: one comparison after the line's
+	 * product.  Unsigned: a page no module wrote may make it wrap, never UB.
+	 */
+	uint64_t sec_ns = (uint64_t)v.sec * NSEC_PER_SEC;
+	int64_t floor;
 
 	if (clock_in(CLOCKS_STEADY, clock)) {
 		if (unlikely(atomic_load_explicit(&p->mode_seen[clock],
@@ -369,7 +374,9 @@ static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
 	}
 	floor = atomic_load_explicit(&p->floors[clock].ns,
 				     memory_order_relaxed);
-	return clock == CLOCK_MONOTONIC_COARSE ? ns == floor : ns >= floor;
+	floor = (int64_t)((uint64_t)floor - sec_ns);
+	return clock == CLOCK_MONOTONIC_COARSE ? (int64_t)v.ns == floor :
+						 (int64_t)v.ns >= floor;
 }
 
 /*

@@ -39,7 +39,7 @@ MUTANTS=(
     "tolerance-accepts-hex|src/mapping.c|s{\t\tif \(digit > 9 \|\| }{\t\tif \(\(digit > 9 && 0\) \|\| }s"
     "line-not-held-at-coarse|src/read.c|s{\t\t\tv = not_below_coarse\(h, clock, v\);}{\t\t\t;}s"
     "realtime-held-at-monotonic-coarse|src/read.c|s{\tif \(clock == CLOCK_REALTIME\) \{\n\t\tconst struct pvread_clock_base \*m}{\tif \(0\) \{\n\t\tconst struct pvread_clock_base *m}s"
-    "fast-path-ignores-floor|src/read.c|s{ns == floor : ns >= floor;}{ns == floor : true;}s"
+    "fast-path-ignores-floor|src/read.c|s{\t\t\t\t\t\t \(int64_t\)v.ns >= floor;}{\t\t\t\t\t\t true;}s"
     "fast-path-ignores-mode-seen|src/read.c|s{\t\tif \(unlikely\(atomic_load_explicit\(&p->mode_seen\[clock\],\n\t\t\t\t\t\t  memory_order_acquire\) !=\n\t\t\t     PVREAD_MODE_LINE\)\)\n\t\t\treturn false;}{}s"
     "coarse-base-past-second-accepted|src/read.c|s{\t\tif \(unlikely\(v.ns >= NSEC_PER_SEC\)\)\n\t\t\tr = READ_NO_INVALID;}{}s"
     "tk-overflow-not-checked|src/arith.h|s{\tif \(__builtin_mul_overflow\(delta, mult, &p\) \|\|\n\t    __builtin_add_overflow\(p, snsec, out\)\)\n\t\treturn -1;}{\t*out = snsec + delta * mult;\n\t\(void\)p;}s"

@@ -216,8 +216,9 @@ static __inline__ int pvread_line_value(__u64 d, __u32 mul, __u8 shift,
 {
 	__u64 p;
 
-	return shift <= 32 && d <= ~(__u64)0 >> shift &&
-	       !__builtin_mul_overflow(d << shift, (__u64)mul, &p) &&
+	/* (d << shift) * mul is d * (mul << shift): no bit of d is lost. */
+	return shift <= 32 &&
+	       !__builtin_mul_overflow(d, (__u64)mul << shift, &p) &&
 	       !__builtin_add_overflow(p, snsec, v);
 }
 
