@@ -44,7 +44,7 @@ MUTANTS=(
     "coarse-base-past-second-accepted|src/read.c|s{\t\tif \(unlikely\(v.ns >= NSEC_PER_SEC\)\)\n\t\t\tr = READ_NO_INVALID;}{}s"
     "tk-overflow-not-checked|src/arith.h|s{\tif \(__builtin_mul_overflow\(delta, mult, &p\) \|\|\n\t    __builtin_add_overflow\(p, snsec, out\)\)\n\t\treturn -1;}{\t*out = snsec + delta * mult;\n\t\(void\)p;}s"
     "line-base-past-second-accepted|src/arith.h|s{\tif \(snsec >= PVREAD_ARITH_NSEC_PER_SEC << 32 \|\|\n\t    !pvread_line_value}{\tif \(!pvread_line_value}s"
-    "line-product-overflow-not-checked|../include/uapi/linux/pvread.h|s{\t       !__builtin_mul_overflow\(d << shift, \(__u64\)mul, &p\) &&}{\t       \(p = \(d << shift\) * mul, 1\) &&}s"
+    "line-product-overflow-not-checked|../include/uapi/linux/pvread.h|s{\t       !__builtin_mul_overflow\(d, \(__u64\)mul << shift, &p\) &&}{\t       \(p = d * \(\(__u64\)mul << shift\), 1\) &&}s"
     "childrens-timens-offsets-taken|src/mapping.c|s{\tns->unknown = !own_timens_is_childrens\(\);}{\tns->unknown = false;}s"
     "state-not-wiped-in-children|src/mapping.c|s{\tmadvise\(p, size, MADV_WIPEONFORK\);}{}s"
     "open-a-cancellation-point|src/mapping.c|s{return \(int\)syscall\(SYS_openat, AT_FDCWD, path, flags \| O_CLOEXEC\);}{return open(path, flags | O_CLOEXEC);}s"
