@@ -68,6 +68,7 @@ struct timens {
 	int64_t sec[PVREAD_NR_CLOCK_BASES];
 	int64_t nsec[PVREAD_NR_CLOCK_BASES];	/* [0, NSEC_PER_SEC) */
 	bool unknown;		/* offsets unreadable: those clocks are the kernel's */
+	bool shifted;		/* an offset not 0: not the root namespace's clocks */
 };
 
 /*
@@ -255,6 +256,7 @@ enum read_result {
 	READ_OK,
 	READ_BUSY,		/* an update is being written */
 	READ_RETRY,		/* an update completed under us */
+	READ_HOLD,		/* the fast path's: the hold is the slow path's */
 	READ_NO,		/* + the reason */
 	READ_NO_MODE = READ_NO + PVREAD_SLOW_MODE,
 	READ_NO_BOUND = READ_NO + PVREAD_SLOW_BOUND,

@@ -176,6 +176,8 @@ static void read_timens(struct timens *ns)
 			*ns = (struct timens){ .unknown = true };
 			return;
 		}
+	for (n = 0; n < PVREAD_NR_CLOCK_BASES; n++)
+		ns->shifted |= ns->sec[n] || ns->nsec[n];
 	ns->unknown = !own_timens_is_childrens();
 }
 

@@ -155,15 +155,45 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
 }
 
 /*
+ * May the line reading @v of MONOTONIC or REALTIME at @tsc need
+ * not_below_coarse()?  Where MONOTONIC's line is below MONOTONIC_COARSE:
+ * REALTIME's line is MONOTONIC's less the kernel's offset, with the same
+ * fraction, so it is held exactly where MONOTONIC's is.  MONOTONIC past
+ * the coarse second, or within it and past its nanoseconds, needs nothing
+ * (ns unnormalised only makes it later).
+ */
+static ALWAYS_INLINE bool may_be_below_coarse(const struct pvread_header *h,
+					      const clockid_t clock,
+					      uint64_t tsc, struct reading v)
+{
+	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
+	int64_t csec;
+
+	if (clock == CLOCK_REALTIME) {
+		const struct pvread_clock_base *m =
+			&h->line.base[CLOCK_MONOTONIC];
+
+		v.sec = LOAD(m->sec);
+		if (read_line(&h->line, CLOCK_MONOTONIC, tsc, LOAD(m->snsec),
+			      &v.ns) != READ_OK)
+			return true;
+	}
+	csec = LOAD(c->sec);
+	return csec > v.sec || (csec == v.sec && LOAD(c->snsec) > v.ns);
+}
+
+/*
  * One attempt at the page's answer for @clock, as the vDSO's do_hres():
  * READ_OK, READ_BUSY while an update is being written, READ_RETRY when one
- * completed under us, READ_NO_* when the kernel must answer.  The reading
- * goes to *@out, normalised: a local of the caller's, so that it stays in
- * registers until it is checked and stored.
+ * completed under us, READ_NO_* when the kernel must answer; READ_HOLD,
+ * unless @hold, for a reading that may need the hold at the coarse clocks.
+ * The reading goes to *@out, normalised: a local of the caller's, so that
+ * it stays in registers until it is checked and stored.
  */
 static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 					       const clockid_t clock,
-					       struct reading *out)
+					       struct reading *out,
+					       const bool hold)
 {
 	const struct mapping *m = &p->map;
 	const struct pvread_header *h = m->hdr;
@@ -197,18 +227,14 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		v.sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		r = read_line(&h->line, clock, tsc, snsec, &v.ns);
-		/*
-		 * MONOTONIC past MONOTONIC_COARSE's second, or within it and
-		 * past its nanoseconds, needs no more (ns unnormalised only
-		 * makes it later); the rest, and REALTIME, are worked out.
-		 */
 		if (likely(r == READ_OK) &&
-		    (clock == CLOCK_REALTIME ||
-		     (clock == CLOCK_MONOTONIC &&
-		      (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) > v.sec ||
-		       (LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].sec) == v.sec &&
-			LOAD(h->tk.base[CLOCK_MONOTONIC_COARSE].snsec) > v.ns)))))
+		    (clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
+		    unlikely(may_be_below_coarse(h, clock, tsc, v))) {
+			/* The hold is the slow path's: no call here. */
+			if (!hold)
+				return READ_HOLD;
 			v = not_below_coarse(h, clock, v);
+		}
 	}
 	if (unlikely(r != READ_OK))
 		return r;
@@ -218,7 +244,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 	/* The kernel's clocks are s64 ns: beyond them, no module wrote it. */
 	if (unlikely((uint64_t)v.sec > KTIME_SEC_MAX))
 		return READ_NO_INVALID;
-	if (timens_shifts(clock)) {
+	if (timens_shifts(clock) && unlikely(m->ns.shifted)) {
 		v.sec += m->ns.sec[clock];
 		v.ns += (uint64_t)m->ns.nsec[clock];
 	}
@@ -275,7 +301,7 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 	/* The fast path leaves these out (fast_clocks): say why here. */
 	if (timens_shifts(clock) && unlikely(p->map.ns.unknown))
 		return pvread_try_again(p, r, &a, why);
-	while (unlikely((r = try_read(p, clock, &v)) != READ_OK))
+	while (unlikely((r = try_read(p, clock, &v, true)) != READ_OK))
 		if (!pvread_try_again(p, r, &a, why))
 			return false;
 	ts->tv_sec = v.sec;
@@ -393,7 +419,7 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 	if (likely(p) && likely((unsigned int)clock < 32) &&
 	    likely(clock_in(atomic_load_explicit(&p->fast_clocks,
 						 memory_order_acquire), clock)) &&
-	    likely(ts) && likely(try_read(p, clock, &v) == READ_OK)) {
+	    likely(ts) && likely(try_read(p, clock, &v, false) == READ_OK)) {
 		ts->tv_sec = v.sec;
 		ts->tv_nsec = (long)v.ns;
 		return likely(stands(p, clock, v)) ? 0 :

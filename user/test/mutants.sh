@@ -38,6 +38,8 @@ MUTANTS=(
     "stuck-writer-not-remembered|src/read.c|s{\tif \(seq & 1\)\n\t\tatomic_store_explicit\(&p->stuck_seq, seq, memory_order_relaxed\);}{\t\(void\)seq;}s"
     "tolerance-accepts-hex|src/mapping.c|s{\t\tif \(digit > 9 \|\| }{\t\tif \(\(digit > 9 && 0\) \|\| }s"
     "line-not-held-at-coarse|src/read.c|s{\t\t\tv = not_below_coarse\(h, clock, v\);}{\t\t\t;}s"
+    "fast-path-never-holds|src/read.c|s{\t\t    unlikely\(may_be_below_coarse\(h, clock, tsc, v\)\)\) \{}{\t\t    0\) \{}s"
+    "fast-path-realtime-against-its-own-line|src/read.c|s{\tif \(clock == CLOCK_REALTIME\) \{\n\t\tconst struct pvread_clock_base \*m =\n}{\tif \(0\) \{\n\t\tconst struct pvread_clock_base *m =\n}s"
     "realtime-held-at-monotonic-coarse|src/read.c|s{\tif \(clock == CLOCK_REALTIME\) \{\n\t\tconst struct pvread_clock_base \*m}{\tif \(0\) \{\n\t\tconst struct pvread_clock_base *m}s"
     "fast-path-ignores-floor|src/read.c|s{\t\t\t\t\t\t \(int64_t\)v.ns >= floor;}{\t\t\t\t\t\t true;}s"
     "fast-path-ignores-mode-seen|src/read.c|s{\t\tif \(unlikely\(atomic_load_explicit\(&p->mode_seen\[clock\],\n\t\t\t\t\t\t  memory_order_acquire\) !=\n\t\t\t     PVREAD_MODE_LINE\)\)\n\t\t\treturn false;}{}s"
