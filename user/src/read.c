@@ -155,31 +155,36 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
 }
 
 /*
- * May the line reading @v of MONOTONIC or REALTIME at @tsc need
- * not_below_coarse()?  Where MONOTONIC's line is below MONOTONIC_COARSE:
- * REALTIME's line is MONOTONIC's less the kernel's offset, with the same
- * fraction, so it is held exactly where MONOTONIC's is.  MONOTONIC past
- * the coarse second, or within it and past its nanoseconds, needs nothing
- * (ns unnormalised only makes it later).
+ * May the line reading @v of MONOTONIC or REALTIME need not_below_coarse()?
+ * Where MONOTONIC's line is below MONOTONIC_COARSE: REALTIME's line is
+ * MONOTONIC's less the kernel's offset, with the same fraction, so it is
+ * held exactly where MONOTONIC's is, and MONOTONIC's reading is REALTIME's
+ * moved by the difference of their bases.  Unsigned: a page no module
+ * wrote gives a wrong answer here (the slow path checks again), never UB.
+ * Four seconds or more past the coarse second is past it whatever the
+ * nanoseconds (each below a few seconds).
  */
 static ALWAYS_INLINE bool may_be_below_coarse(const struct pvread_header *h,
 					      const clockid_t clock,
-					      uint64_t tsc, struct reading v)
+					      struct reading v)
 {
 	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
-	int64_t csec;
+	uint64_t ds;
 
 	if (clock == CLOCK_REALTIME) {
 		const struct pvread_clock_base *m =
 			&h->line.base[CLOCK_MONOTONIC];
+		const struct pvread_clock_base *r =
+			&h->line.base[CLOCK_REALTIME];
 
-		v.sec = LOAD(m->sec);
-		if (read_line(&h->line, CLOCK_MONOTONIC, tsc, LOAD(m->snsec),
-			      &v.ns) != READ_OK)
-			return true;
+		v.sec = (int64_t)((uint64_t)v.sec - LOAD(r->sec) + LOAD(m->sec));
+		v.ns += (LOAD(m->snsec) >> 32) - (LOAD(r->snsec) >> 32);
 	}
-	csec = LOAD(c->sec);
-	return csec > v.sec || (csec == v.sec && LOAD(c->snsec) > v.ns);
+	ds = (uint64_t)v.sec - LOAD(c->sec);
+	if (likely((int64_t)ds >= 4))
+		return false;
+	return (int64_t)ds < 0 ||
+	       (int64_t)(ds * NSEC_PER_SEC - LOAD(c->snsec) + v.ns) < 0;
 }
 
 /*
@@ -229,7 +234,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		r = read_line(&h->line, clock, tsc, snsec, &v.ns);
 		if (likely(r == READ_OK) &&
 		    (clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
-		    unlikely(may_be_below_coarse(h, clock, tsc, v))) {
+		    unlikely(may_be_below_coarse(h, clock, v))) {
 			/* The hold is the slow path's: no call here. */
 			if (!hold)
 				return READ_HOLD;
