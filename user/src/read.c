@@ -79,28 +79,6 @@ struct reading {
 #define INVALID_READING ((struct reading){ -1, 0 })
 
 /*
- * The line's nanoseconds past base's second for @clock at @tsc, or
- * READ_NO_DELTA beyond the line's span (the module stopped re-anchoring it:
- * the kernel knows better) or with a shift no module writes.
- */
-static ALWAYS_INLINE enum read_result read_line(const struct pvread_line *l,
-						const clockid_t clock,
-						uint64_t tsc, uint64_t snsec,
-						uint64_t *ns)
-{
-	uint64_t d = pvread_line_delta(tsc, LOAD(l->tsc_timestamp));
-	uint32_t mul;
-	uint8_t shift;
-
-	line_rate(l, clock, &mul, &shift);
-	if (unlikely(d > LOAD(l->tsc_span)))
-		return READ_NO_DELTA;
-	if (unlikely(!pvread_line_ns(d, mul, shift, snsec, ns)))
-		return READ_NO_INVALID;
-	return READ_OK;
-}
-
-/*
  * The kernel's fine clocks are never below its coarse ones: these are the
  * value at the last tick plus the time since.  The line may be behind the
  * kernel by up to the bound, so right after a tick it can be below the
@@ -226,14 +204,30 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		if (unlikely(v.ns >= NSEC_PER_SEC))
 			r = READ_NO_INVALID;
 	} else {
-		uint64_t tsc = tsc_ordered();
+		/*
+		 * The line, checked before the TSC is read, so that what
+		 * follows the rdtsc is the vDSO's few steps: beyond its span
+		 * (the module stopped re-anchoring it: the kernel knows
+		 * better), or with values no module writes, the kernel
+		 * answers.
+		 */
+		const struct pvread_line *l = &h->line;
+		uint64_t stamp = LOAD(l->tsc_timestamp), span = LOAD(l->tsc_span);
+		uint64_t d;
+		uint32_t mul;
+		uint8_t shift;
 
-		b = &h->line.base[clock];
+		b = &l->base[clock];
 		v.sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
-		r = read_line(&h->line, clock, tsc, snsec, &v.ns);
-		if (likely(r == READ_OK) &&
-		    (clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
+		line_rate(l, clock, &mul, &shift);
+		if (unlikely(!pvread_line_span_ok(span, mul, shift, snsec)))
+			return READ_NO_INVALID;
+		d = pvread_line_delta(tsc_ordered(), stamp);
+		if (unlikely(d > span))
+			return READ_NO_DELTA;
+		v.ns = pvread_line_at(d, mul, shift, snsec) >> 32;
+		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
 		    unlikely(may_be_below_coarse(h, clock, v))) {
 			/* The hold is the slow path's: no call here. */
 			if (!hold)

@@ -142,8 +142,8 @@ struct pvread_timekeeper {
  *   d    = tsc - tsc_timestamp, as signed; a negative d counts as 0
  *   if d > tsc_span: ask the kernel
  *   ns   = (base[clock].snsec + (d << shift) * mul) >> 32, in 64 bits:
- *          pvread_line_value() below, with raw_mul and raw_shift for
- *          CLOCK_MONOTONIC_RAW
+ *          pvread_line_at() below, with raw_mul and raw_shift for
+ *          CLOCK_MONOTONIC_RAW, where pvread_line_fits() at tsc_span
  *   time = base[clock].sec + ns (normalised)
  *
  * tsc from an ordered rdtsc (lfence; rdtsc) or rdtscp on any CPU, the
@@ -206,20 +206,41 @@ struct pvread_line {
 /*
  * The line's arithmetic, the one copy of it: the module anchors and checks
  * its lines with it, and readers read them with it.  The value @d ticks
- * past the anchor, at rate @mul, @shift, added to @snsec: nanoseconds << 32
- * in *@v.  0 where a step does not fit in 64 bits, which no line the
- * module publishes reaches within its tsc_span from a base below a second
- * (it cuts tsc_span short of that): there a reader asks the kernel.
+ * past the anchor at rate @mul, @shift, added to @snsec, nanoseconds << 32:
+ * (d << shift) * mul + snsec, computed as d * (mul << shift) + snsec, so
+ * that no bit of d is lost.  Exact where pvread_line_fits() holds for @d
+ * or any larger delta; a reader checks tsc_span once, before its rdtsc.
  */
-static __inline__ int pvread_line_value(__u64 d, __u32 mul, __u8 shift,
-					__u64 snsec, __u64 *v)
+static __inline__ __u64 pvread_line_at(__u64 d, __u32 mul, __u8 shift,
+				       __u64 snsec)
+{
+	return d * ((__u64)mul << shift) + snsec;
+}
+
+/*
+ * Does the line's value fit in 64 bits up to @d ticks past its anchor?  No
+ * line the module publishes leaves them within its tsc_span from a base
+ * below a second (it cuts tsc_span short of that): where it would, a
+ * reader asks the kernel.
+ */
+static __inline__ int pvread_line_fits(__u64 d, __u32 mul, __u8 shift,
+				       __u64 snsec)
 {
 	__u64 p;
 
-	/* (d << shift) * mul is d * (mul << shift): no bit of d is lost. */
 	return shift <= 32 &&
 	       !__builtin_mul_overflow(d, (__u64)mul << shift, &p) &&
-	       !__builtin_add_overflow(p, snsec, v);
+	       !__builtin_add_overflow(p, snsec, &p);
+}
+
+/* Both: the value in *@v where it fits, else 0. */
+static __inline__ int pvread_line_value(__u64 d, __u32 mul, __u8 shift,
+					__u64 snsec, __u64 *v)
+{
+	if (!pvread_line_fits(d, mul, shift, snsec))
+		return 0;
+	*v = pvread_line_at(d, mul, shift, snsec);
+	return 1;
 }
 
 struct pvread_header {
