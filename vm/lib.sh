@@ -20,6 +20,15 @@ SELF=${SELF:-vm/$(basename "$0")}
 msg() { printf '%s: %s\n' "$SELF" "$*" >&2; }
 die() { msg "error: $*"; exit "$VM_FAIL"; }
 
+# as_root "$@": the README's commands run as written by root, and by a
+# user who has sudo: not root, start this script again through sudo.
+as_root() {
+    [[ $(id -u) -ne 0 ]] || return 0
+    command -v sudo >/dev/null ||
+        die "must run as root (it installs packages and boots machines), and there is no sudo here"
+    exec sudo -- "$0" "$@"
+}
+
 # Any unexpected failure (set -e) gets a message and VM_FAIL, never an exit
 # status that vm/run's caller could take for the guest command's own.
 # -E: the trap also covers functions and subshells.
