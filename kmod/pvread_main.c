@@ -184,7 +184,7 @@ static int __init pvread_init(void)
 	INIT_WORK(&pvread.resume_work, pvread_resume_work);
 	INIT_WORK(&pvread.check_work, pvread_check_work);
 	mutex_init(&pvread.check_mutex);
-#ifdef PVREAD_HAVE_IRQ_WORK_INIT_HARD
+#ifdef IRQ_WORK_INIT_HARD
 	pvread.measure_work = IRQ_WORK_INIT_HARD(pvread_measure_work);
 #else
 	/* Before 5.11: hard IRQ unless PREEMPT_RT, where this flag says so. */
