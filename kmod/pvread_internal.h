@@ -80,6 +80,7 @@ struct pvread_state {
 	enum cpuhp_state hp_state;
 	bool cpu0_owned_by_kernel;
 	bool phys_area;			/* areas by physical address */
+	bool pti_drops;			/* Xen drops area updates: no line */
 
 	/*
 	 * Header writes and everything below.  The timekeeper's notifier
@@ -226,6 +227,7 @@ void pvread_register_syscore(void);
 void pvread_unregister_syscore(void);
 void pvread_resume_work(struct work_struct *work);
 void pvread_read_xen_tsc(void);
+bool pvread_xen_drops_updates(void);
 void pvread_release_areas(void);
 
 /* pvread_tk.c: the timekeeper mirrored */

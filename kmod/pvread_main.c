@@ -149,6 +149,7 @@ static int __init pvread_init(void)
 	}
 	pvread.warmup_sec = PVREAD_WARMUP_SEC;
 	pvread.phys_area = xen_feature(PVREAD_XENFEAT_TIME_PHYS_AREA);
+	pvread.pti_drops = pvread_xen_drops_updates();
 
 	pvread.size = PAGE_SIZE + PAGE_ALIGN(nr_cpu_ids * sizeof(struct pvread_record));
 	if (nr_cpu_ids > PVREAD_MAX_RECORDS || pvread.size > U32_MAX) {
@@ -225,9 +226,10 @@ static int __init pvread_init(void)
 		goto err_syscore;
 
 	pvread_debugfs_init();
-	pr_info("%u vCPU records registered by %s address%s; clocksource %s\n",
+	pr_info("%u vCPU records registered by %s address%s%s; clocksource %s\n",
 		cpumask_weight(pvread.registered),
 		pvread.phys_area ? "physical" : "virtual",
+		pvread.pti_drops ? ", which Xen skips under KPTI: no line" : "",
 		pvread.cpu0_owned_by_kernel ? " (vCPU 0's belongs to the vDSO)" : "",
 		(h->flags & PVREAD_FLAG_XEN_CLOCKSOURCE) ? "xen" : "not xen");
 	return 0;

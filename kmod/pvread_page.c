@@ -46,6 +46,8 @@ u32 pvread_line_reason(u32 flags)
 		return PVREAD_LINE_OFF;
 	if ((flags & PVREAD_FLAG_TSC_STABLE) && pvread.cpu0_owned_by_kernel)
 		return PVREAD_LINE_STABLE;
+	if (pvread.pti_drops)
+		return PVREAD_LINE_PTI;
 	if (!pvread_tsc_vouched())
 		return PVREAD_LINE_UNVOUCHED;
 	if (!pvread.tsc_checked)

@@ -33,6 +33,7 @@ static const char * const pvread_line_names[] = {
 	[PVREAD_LINE_STABLE] = "stable",
 	[PVREAD_LINE_WAITING] = "waiting",
 	[PVREAD_LINE_RATES] = "rates",
+	[PVREAD_LINE_PTI] = "pti",
 };
 
 static ssize_t mode_show(struct device *dev, struct device_attribute *attr,

@@ -17,9 +17,11 @@
 #include <linux/smp.h>
 #include <linux/syscore_ops.h>
 #include <linux/topology.h>
+#include <asm/cpufeature.h>
 #include <asm/xen/hypercall.h>
 #include <asm/xen/hypervisor.h>
 #include <xen/interface/vcpu.h>
+#include <xen/xen.h>
 #include <xen/xen-ops.h>
 #include <asm/xen/page.h>
 
@@ -108,6 +110,23 @@ static void pvread_retire(unsigned int cpu, struct cpumask *keep)
 	if (cpumask_test_and_clear_cpu(cpu, pvread.registered) && keep)
 		cpumask_set_cpu(cpu, keep);
 	WRITE_ONCE(pvread_record(cpu)->state, 0);
+}
+
+/*
+ * An area registered by virtual address is written by Xen through the
+ * vCPU's page tables of the moment.  An HVM or PVH guest under KPTI runs
+ * user code on page tables without the kernel's mappings, and Xen drops
+ * the update then: it keeps one back for 64-bit PV guests only
+ * (xen/arch/x86/time.c, __update_vcpu_system_time()), and rewrites the
+ * area only when the vCPU's primary record changes again.  So a record
+ * can stand apart from the vCPU's own clock, unseen from any other CPU;
+ * kmod/README.md has what machine xen417-domu-pvh-pti measured.  Xen
+ * 4.18's areas by physical address have no such gap.
+ */
+bool pvread_xen_drops_updates(void)
+{
+	return !xen_pv_domain() && !pvread.phys_area &&
+	       boot_cpu_has(X86_FEATURE_PTI);
 }
 
 /* Linux's own vDSO reads this area when Xen's TSC is stable. */

@@ -4,7 +4,7 @@
 #
 #   sh domu.sh [--type pv|pvh] [--mem MB] [--vcpus N] [--timeout SEC]
 #              [--save-restore SEC [--tsc-khz KHZ]] [--migrate SEC]
-#              [--tsc-mode MODE]
+#              [--tsc-mode MODE] [--extra WORD]...
 #
 # Brings up Debian's toolstack in the initramfs dom0 (drivers, xenfs,
 # xenstored, xen-init-dom0, xenconsoled logging the guest's console to a
@@ -17,7 +17,8 @@
 # this same host (xl migrate, the receiving xl started by a pipe instead of
 # ssh) SEC seconds after its command started. --tsc-mode sets xl's tsc_mode (default:
 # xl's own, "default", which under QEMU TCG means Xen emulates the TSC for
-# the domU: no invariant TSC). After the domU, Xen's TSC report (debug key
+# the domU: no invariant TSC); --extra appends a word to the domU kernel's
+# command line. After the domU, Xen's TSC report (debug key
 # s: mode, frequency, emulated rdtsc count) is printed as comments.
 # Exit 125 when the domU machinery failed (toolstack, xl create, domU never
 # finished): never a pass. Its console log and Xen's messages are shown then.
@@ -27,7 +28,7 @@
 
 here=$(pwd)
 FAIL=125
-TYPE=pv MEM=256 VCPUS=2 TIMEOUT=1500 SAVE_AT='' MIGRATE_AT='' TSC_MODE='' TSC_KHZ=''
+TYPE=pv MEM=256 VCPUS=2 TIMEOUT=1500 SAVE_AT='' MIGRATE_AT='' TSC_MODE='' TSC_KHZ='' EXTRA=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--type) TYPE=$2; shift 2 ;;
@@ -38,6 +39,7 @@ while [ $# -gt 0 ]; do
 	--migrate) MIGRATE_AT=$2; shift 2 ;;
 	--tsc-khz) TSC_KHZ=$2; shift 2 ;;
 	--tsc-mode) TSC_MODE=$2; shift 2 ;;
+	--extra) EXTRA="$EXTRA $2"; shift 2 ;;
 	*) echo "domu.sh: unknown argument $1" >&2; exit $FAIL ;;
 	esac
 done
@@ -117,7 +119,7 @@ name = "$NAME"
 type = "$TYPE"
 kernel = "$here/domu/vmlinuz"
 ramdisk = "$here/domu/initrd.img"
-extra = "console=hvc0 panic=-1 loglevel=5 rdinit=/init"
+extra = "console=hvc0 panic=-1 loglevel=5 rdinit=/init$EXTRA"
 memory = $MEM
 vcpus = $VCPUS
 on_poweroff = "destroy"
@@ -125,7 +127,7 @@ on_reboot = "destroy"
 on_crash = "destroy"
 EOF
 [ -z "$TSC_MODE" ] || echo "tsc_mode = \"$TSC_MODE\"" >>/etc/xen/$NAME.cfg
-say "xl create ($TYPE, $MEM MB, $VCPUS vCPUs, tsc_mode ${TSC_MODE:-default}); domU runs: $(cat "$here/domu/command")"
+say "xl create ($TYPE, $MEM MB, $VCPUS vCPUs, tsc_mode ${TSC_MODE:-default}, extra${EXTRA:- none}); domU runs: $(cat "$here/domu/command")"
 t0=$(now)
 xl -v create /etc/xen/$NAME.cfg >/var/log/xen/xl-$NAME.log 2>&1 ||
 	fail "xl create failed: $(grep -iE 'error|fail' /var/log/xen/xl-$NAME.log | tail -n 3 | tr '\n' ' ')"

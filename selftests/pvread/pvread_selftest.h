@@ -130,7 +130,7 @@ static const char *const pvst_mode_names[] = {
 };
 static const char *const pvst_line_names[] = {
 	"active", "off", "unvouched", "warp", "unchecked", "stable", "waiting",
-	"rates",
+	"rates", "pti",
 };
 #define PVST_NR_MODES (int)(sizeof(pvst_mode_names) / sizeof(pvst_mode_names[0]))
 #define PVST_NR_LINES (int)(sizeof(pvst_line_names) / sizeof(pvst_line_names[0]))

@@ -48,6 +48,8 @@ static const struct {
 		"no measured history yet (after a load, a resume or a switch to the xen clocksource)" },
 	[PVREAD_LINE_RATES] = { "rates",
 		"the vCPUs' records convert at rates apart (Xen calibrates each pCPU on its own), which no line can follow" },
+	[PVREAD_LINE_PTI] = { "pti",
+		"under KPTI this Xen (before 4.18) skips updates of the module's copies of the vCPUs' records while user code runs, so they can stand apart from the kernel's clock" },
 };
 
 static const char *line_state_name(uint32_t state)

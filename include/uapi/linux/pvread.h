@@ -86,6 +86,7 @@
 #define PVREAD_LINE_STABLE	5	/* stable bit: the kernel's vDSO is fast */
 #define PVREAD_LINE_WAITING	6	/* no line until the page may be read */
 #define PVREAD_LINE_RATES	7	/* the records' rates disagree */
+#define PVREAD_LINE_PTI		8	/* Xen drops record updates under KPTI */
 
 /* record.state */
 #define PVREAD_RECORD_REGISTERED	_BITUL(0) /* Xen keeps this record current */
