@@ -66,7 +66,7 @@ case $expect_mode in none) want_nr=0 ;; *) want_nr=1 ;; esac
 check "sysfs: mode reads the expected mode, as the page says" \
 	[ "$(cat $sys/mode)/$(hdr_field mode)" = "$expect_mode/$want_nr" ]
 # header.line_state, PVREAD_LINE_* in order
-line_names="active off unvouched warp unchecked stable waiting rates"
+line_names="active off unvouched warp unchecked stable waiting rates pti"
 line_name() {
 	_i=$1
 	# shellcheck disable=SC2086  # the list's words

@@ -86,7 +86,7 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: pvread_page [wait-mode MODE[/LINE] SEC]\n"
 		"  MODE: none or line; LINE: active, off, unvouched, warp, unchecked,\n"
-		"  stable, waiting or rates\n");
+		"  stable, waiting, rates or pti\n");
 	return 2;
 }
 

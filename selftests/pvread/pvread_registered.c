@@ -200,7 +200,7 @@ static bool pvclock_copy(unsigned int cpu, struct pvread_pvclock *out)
  * makes no system call, watching its own record; then the kernel's clock
  * on that vCPU is compared with the record, for the record.
  */
-TEST_F(registered, kept_current_under_user_code)
+TEST_F_TIMEOUT(registered, kept_current_under_user_code, 180)
 {
 	struct pvread_pvclock start, now;
 	struct pvread_kernel_time kt;

@@ -76,7 +76,10 @@
  * keeps them on a constant-rate TSC: where Xen calibrates each pCPU on its
  * own, the records run at rates apart and step at each calibration, the
  * kernel's clock follows them, and no line can.  A disagreement keeps the
- * line off for PVREAD_WINDOW_SEC (16 s) after it was last seen.
+ * line off for PVREAD_WINDOW_SEC (16 s) after it was last seen.  And it
+ * needs Xen to keep the records current: an HVM or PVH guest under KPTI,
+ * on a Xen without time areas by physical address (before 4.18), has Xen
+ * drop the writes that fall while user code runs (PVREAD_LINE_PTI).
  */
 #define PVREAD_LINE_ACTIVE	0	/* header.mode is PVREAD_MODE_LINE */
 #define PVREAD_LINE_OFF		1	/* module parameter line=0 */
