@@ -114,7 +114,7 @@ check "saverestore: every online vCPU registered after restore" \
 	[ "$(cat $sys/registered)" = "$(cat /sys/devices/system/cpu/online)" ]
 # Every vCPU stays online across a Xen restore: each record must have been
 # registered again from its own CPU, and Xen must write it again.
-pvread_sub "pvread_registered: restore" pvread_registered
+pvread_sub "pvread_registered: restore" pvread_registered -T kept_current_under_user_code
 check "saverestore: the expected mode after restore" [ "$(cat $sys/mode)" = "$expect_mode" ]
 echo "# saverestore: $((seen - r0)) of $resumes resumes checked"
 check "saverestore: a resume check for each resume" \

@@ -254,6 +254,19 @@ matrix_parse() {
     }' "$2" >>"$RESULTS"
 }
 
+# matrix_lost_failures MACHINE OUTFILE: the failures of a boot the emulator
+# lost, as "first boot: TEST" results of MACHINE.
+matrix_lost_failures() {
+    local saved=$RESULTS saved_figures=$FIGURES
+    RESULTS=$RUNDIR/lost.tsv FIGURES=/dev/null
+    : >"$RESULTS"
+    matrix_parse "$1" "$2"
+    RESULTS=$saved FIGURES=$saved_figures
+    awk -F'\t' -v OFS='\t' '$2 == "fail" { $3 = "first boot: " $3; print }' \
+        "$RUNDIR/lost.tsv" >>"$RESULTS"
+    rm -f "$RUNDIR/lost.tsv"
+}
+
 # matrix_emulator_fault RC OUTFILE: what QEMU TCG's nested SVM did, when a
 # domU died of it; nothing else.  About one PVH boot in ten loses a vCPU to
 # a triple fault (vm/README.md, "PVH under TCG's nested SVM").  Two forms
@@ -263,12 +276,18 @@ matrix_parse() {
 # at a guest kernel address after the suite started is not taken for the
 # emulator's: it fails the machine, as any other failure does.
 matrix_emulator_fault() {
-    local rc=$1 out=$2
-    [[ $rc -eq $VM_FAIL ]] && grep -q 'Triple fault - invoking HVM shutdown' "$out" || return 0
-    if grep -qE '^# xl dmesg \| \(XEN\) RIP: +e008:\[<ffff82d0' "$out"; then
-        echo "a vCPU triple-faulted holding Xen's own code segment and RIP ($(grep -m1 -oE 'RIP: +e008:\[<[0-9a-f]+>\]' "$out" | sed 's/RIP: *//'))"
+    local rc=$1 out=$2 rip
+    [[ $rc -eq $VM_FAIL ]] || return 0
+    # The first RIP Xen dumped after its first "Triple fault": that vCPU's.
+    rip=$(awk '/Triple fault - invoking HVM shutdown/ { t = 1 }
+               t && match($0, /RIP: +[0-9a-f]+:\[<[0-9a-f]+>\]/) {
+                   r = substr($0, RSTART, RLENGTH); sub(/RIP: +/, "", r)
+                   print r; exit }' "$out")
+    [[ -n $rip ]] || return 0
+    if [[ $rip == e008:\[\<ffff82d0* ]]; then
+        echo "a vCPU triple-faulted holding Xen's own code segment and RIP ($rip)"
     elif grep -q 'the domU died before its command started' "$out"; then
-        echo "a vCPU triple-faulted while the domU booted ($(grep -m1 -oE 'RIP: +[0-9a-f]{4}:\[<[0-9a-f]+>\]' "$out" | sed 's/RIP: *//'))"
+        echo "a vCPU triple-faulted while the domU booted ($rip)"
     fi
     return 0
 }
@@ -301,7 +320,7 @@ matrix_boot() {
         M_RUN=("${M_RUN[@]:1}")
     fi
     cmd=$(matrix_guest_cmd "$cmd")
-    local attempt lost
+    local attempt lost f
     for attempt in 1 2; do
         echo "=== $name: ${runner[0]} ${M_RUN[*]} -- $cmd"
         rm -f "$status"
@@ -313,11 +332,16 @@ matrix_boot() {
             2> >(tee "$err" >&2) | tee "$out" || rc=${PIPESTATUS[0]}
         lost=$(matrix_emulator_fault "$rc" "$out")
         [[ -n $lost && $attempt == 1 ]] || break
+        # The lost boot's failures stand (a fault mid-suite must not hide
+        # one before it); its passes and the boot itself are not counted.
         echo "=== $name: booted once more: $lost"
-        matrix_record "$name" skip "first boot lost to the emulator: $lost"
+        matrix_record "$name" skip "first boot lost to the emulator"
         for f in out err console status; do
             [[ ! -e $RUNDIR/$tag.$f ]] || mv "$RUNDIR/$tag.$f" "$RUNDIR/$tag.lost.$f"
         done
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name (lost boot)" "$rc" \
+            "-" "-" "-" "${M_PARAMS:--}" "-" "$lost" >>"$MACHINE_ROWS"
+        matrix_lost_failures "$name" "$RUNDIR/$tag.lost.out"
     done
     matrix_parse "$name" "$out"
     reason='' splats=''

@@ -110,7 +110,7 @@ else
 fi
 # Every online vCPU (but vCPU 0 when its area is the kernel's), each by
 # itself, and Xen writing each.
-pvread_run pvread_registered
+pvread_run pvread_registered -T kept_current_under_user_code
 # The conversion the page publishes is the kernel's, to the nanosecond.
 pvread_run pvread_mirror
 check "sysfs: flags match the page" \
@@ -149,7 +149,7 @@ if [ -e /sys/devices/system/cpu/cpu1/online ]; then
 	pvread_wait_expected 30
 	check "hotplug: the expected mode and line again after the cycles" \
 		[ "$(cat $sys/mode)/$(cat $sys/line)" = "$expect_mode/$expect_line" ]
-	pvread_sub "pvread_registered: hotplug" pvread_registered
+	pvread_sub "pvread_registered: hotplug" pvread_registered -T kept_current_under_user_code
 fi
 
 # ---- time jumps and slews ----
@@ -163,7 +163,7 @@ r0=$(cat $sys/resumes)
 pvread_run pvread_suspend
 if [ "$(cat $sys/resumes)" -gt "$r0" ]; then
 	pvread_state "after resume"
-	pvread_sub "pvread_registered: suspend" pvread_registered
+	pvread_sub "pvread_registered: suspend" pvread_registered -T kept_current_under_user_code
 	[ "$expect_mode" = line ] &&
 		pvread_sub "pvread_line_rate: suspend" pvread_line_rate
 fi

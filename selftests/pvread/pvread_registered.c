@@ -155,10 +155,11 @@ TEST_F(registered, kept_current)
 	EXPECT_EQ(self->have, moved);
 }
 
-/* Xen's pvclock: record @p at @tsc, in ns. */
+/* Xen's pvclock: record @p at @tsc (not before its stamp), in ns. */
 static uint64_t pvclock_at(const struct pvread_pvclock *p, uint64_t tsc)
 {
-	uint64_t d = tsc - p->tsc_timestamp;
+	uint64_t d = (int64_t)(tsc - p->tsc_timestamp) > 0 ?
+		     tsc - p->tsc_timestamp : 0;
 
 	d = p->tsc_shift >= 0 ? d << p->tsc_shift : d >> -p->tsc_shift;
 	return p->system_time +
@@ -184,32 +185,63 @@ static bool pvclock_copy(unsigned int cpu, struct pvread_pvclock *out)
 }
 
 /*
- * Xen rewrites a running vCPU's record at least at every calibration (each
- * second), and each time it schedules the vCPU, whatever the vCPU runs.
- * Before Xen 4.18 an HVM or PVH guest's area is a virtual address that Xen
- * writes through the vCPU's page tables of the moment; under KPTI those of
- * user code lack it, and Xen drops the update (it retries for PV guests
- * only): a record can stand still, away from the vCPU's primary record
- * that the kernel's clock reads, for as long as user code runs there.
- * A record's version is its primary's, 2 a write: a step of more is an
- * update the area missed.  Two writes can fall within one interruption of
- * the watching loop (a few in a hundred, seen without KPTI); under KPTI
- * on Xen 4.17 about half are missed.  Where a quarter or more are, the
- * page must not serve a line, and must say why (line state pti).  Each
- * vCPU runs USER_SPIN_S s (or $PVREAD_TEST_SPIN_S) of user code that
- * makes no system call, watching its own record; then the kernel's clock
- * on that vCPU is compared with the record, for the record.
+ * The kernel's clock on this vCPU (the xen clocksource: the vCPU's primary
+ * record, or the global last value above it) against record @cpu, in us,
+ * for the record: false when that cannot be told.
+ */
+static bool kernel_minus_record(int fd, unsigned int cpu, double *us,
+				double *within)
+{
+	struct pvread_pvclock a, b;
+	struct pvread_kernel_time kt;
+	uint64_t t0, t1, k0, k1;
+
+	if (!pvclock_copy(cpu, &a))
+		return false;
+	t0 = pvst_rdtsc();
+	if (ioctl(fd, PVREAD_IOC_KERNEL_TIME, &kt))
+		return false;
+	t1 = pvst_rdtsc();
+	if (!pvclock_copy(cpu, &b) || a.version != b.version)
+		return false;
+	k0 = pvclock_at(&a, t0);
+	k1 = pvclock_at(&a, t1);
+	*us = kt.cycles < k0 ? -(double)(k0 - kt.cycles) / 1e3 :
+	      kt.cycles > k1 ? (double)(kt.cycles - k1) / 1e3 : 0.0;
+	*within = (double)(k1 - k0) / 1e3;
+	return true;
+}
+
+/*
+ * Xen rewrites a running vCPU's record at every calibration (each second),
+ * and each time it schedules the vCPU, whatever the vCPU runs.  Before Xen
+ * 4.18 an HVM or PVH guest's area is a virtual address that Xen writes
+ * through the vCPU's page tables of the moment; under KPTI those of user
+ * code lack it, and Xen drops the write (it keeps one back for PV guests
+ * only): the record stands on an older segment than the vCPU's primary
+ * record, which the kernel's clock reads, until a write lands.
+ * A record's version is its primary's, 2 a write: a step of more is a
+ * write the area missed.  Two writes can fall within one interruption of
+ * the watching loop (0 to 12 % of them, seen without KPTI under TCG);
+ * under KPTI on Xen 4.17, 39 to 85 % are missed.  Where a quarter or more
+ * are, or none lands in USER_SPIN_S s (Xen calibrated meanwhile), the page
+ * must not serve a line, and must say why: line state pti (unless it says
+ * off or stable, which come first).  Each vCPU runs USER_SPIN_S s (or
+ * $PVREAD_TEST_SPIN_S) of user code that makes no system call, watching
+ * its own record; then, for the record, the kernel's clock on that vCPU
+ * is compared with the record.
  */
 TEST_F_TIMEOUT(registered, kept_current_under_user_code, 180)
 {
-	struct pvread_pvclock start, now;
-	struct pvread_kernel_time kt;
-	uint64_t lossy = 0, t, t0, t1, changed, k0, k1, longest, gap, spin_ns;
+	uint64_t lossy = 0, t, t0, changed, longest, gap, spin_ns;
 	const char *spin = getenv("PVREAD_TEST_SPIN_S");
+	unsigned int i, writes, missed;
+	struct pvread_pvclock start;
 	struct pvread_header h;
 	struct pvst_cpus cpus;
-	unsigned int i, writes, dropped;
 	uint32_t v, version;
+	double us, within;
+	char vs[64];
 	int fd;
 
 	if (!self->want)
@@ -217,7 +249,8 @@ TEST_F_TIMEOUT(registered, kept_current_under_user_code, 180)
 	fd = open(PVREAD_DEVICE, O_RDONLY | O_CLOEXEC);
 	ASSERT_LE(0, fd) TH_LOG("open %s: %s", PVREAD_DEVICE, strerror(errno));
 	spin_ns = (spin ? strtoull(spin, NULL, 10) : USER_SPIN_S) * 1000000000ULL;
-	ASSERT_NE(0ULL, spin_ns) TH_LOG("PVREAD_TEST_SPIN_S=%s: not a count of seconds", spin);
+	ASSERT_LE(2000000000ULL, spin_ns)
+		TH_LOG("PVREAD_TEST_SPIN_S=%s: 2 s or more, Xen calibrates each second", spin);
 	pvst_find_cpus(&cpus);
 	for (i = 0; i < MAX_RECORDS; i++) {
 		if (!(self->have & (1ULL << i)))
@@ -229,15 +262,18 @@ TEST_F_TIMEOUT(registered, kept_current_under_user_code, 180)
 		changed = t0;
 		version = start.version;
 		writes = 0;
-		dropped = 0;
+		missed = 0;
 		longest = 0;
 		do {
 			t = pvst_rdtsc();
 			v = pvst_rec(i)->pvclock.version;
 			if (v == version || (v & 1))
 				continue;
-			writes++;
-			dropped += (v - version) / 2 - 1;
+			/* Registered again (version 0 or 1): not a write. */
+			if ((int32_t)(v - version) > 0) {
+				writes++;
+				missed += (v - version) / 2 - 1;
+			}
 			version = v;
 			gap = pvclock_at(&start, t) - pvclock_at(&start, changed);
 			longest = gap > longest ? gap : longest;
@@ -245,32 +281,29 @@ TEST_F_TIMEOUT(registered, kept_current_under_user_code, 180)
 		} while (pvclock_at(&start, t) - pvclock_at(&start, t0) < spin_ns);
 		gap = pvclock_at(&start, t) - pvclock_at(&start, changed);
 		longest = gap > longest ? gap : longest;
-		t0 = pvst_rdtsc();
-		ASSERT_EQ(0, ioctl(fd, PVREAD_IOC_KERNEL_TIME, &kt))
-			TH_LOG("PVREAD_IOC_KERNEL_TIME: %s", strerror(errno));
-		t1 = pvst_rdtsc();
-		ASSERT_TRUE(pvclock_copy(i, &now));
-		k0 = pvclock_at(&now, t0);
-		k1 = pvclock_at(&now, t1);
-		ksft_print_msg("cpu%u: %u writes seen, %u missed in %.0f s of user code, longest still %.2f s; the kernel's clock there %+.0f us from the record (within %.0f us)\n",
-			       i, writes, dropped, (double)spin_ns / 1e9,
-			       (double)longest / 1e9,
-			       kt.cycles < k0 ? -(double)(k0 - kt.cycles) / 1e3 :
-			       kt.cycles > k1 ? (double)(kt.cycles - k1) / 1e3 : 0.0,
-			       (double)(k1 - k0) / 1e3);
-		if (dropped >= 5 && dropped * 4 >= writes + dropped)
+		if (kernel_minus_record(fd, i, &us, &within))
+			snprintf(vs, sizeof(vs), "%+.0f us from the record (within %.0f us)",
+				 us, within);
+		else
+			snprintf(vs, sizeof(vs), "not compared");
+		ksft_print_msg("cpu%u: %u writes seen, %u missed in %.0f s of user code, longest still %.2f s; the kernel's clock there %s\n",
+			       i, writes, missed, (double)spin_ns / 1e9,
+			       (double)longest / 1e9, vs);
+		if (!writes || (missed >= 5 && missed * 4 >= writes + missed))
 			lossy |= 1ULL << i;
 	}
 	close(fd);
 	pvst_unpin(&cpus);
 	pvst_snap(&h);
-	ksft_print_msg("records that missed a quarter of Xen's writes or more: %#llx; mode %s, line %s\n",
+	ksft_print_msg("records that missed a quarter of Xen's writes or more, or all: %#llx; mode %s, line %s\n",
 		       (unsigned long long)lossy,
 		       pvst_mode_name(h.mode), pvst_line_name(h.line_state));
 	if (lossy) {
 		EXPECT_EQ((uint32_t)PVREAD_MODE_NONE, h.mode);
-		EXPECT_EQ((uint32_t)PVREAD_LINE_PTI, h.line_state)
-			TH_LOG("records missed Xen's writes and the page does not say why");
+		if (h.line_state != PVREAD_LINE_OFF &&
+		    h.line_state != PVREAD_LINE_STABLE)
+			EXPECT_EQ((uint32_t)PVREAD_LINE_PTI, h.line_state)
+				TH_LOG("records missed Xen's writes and the page does not say why");
 	}
 }
 

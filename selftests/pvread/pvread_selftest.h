@@ -172,7 +172,7 @@ static inline int pvst_expect_line(void)
 	for (l = 0; l < PVST_NR_LINES; l++)
 		if (!strcmp(s, pvst_line_names[l]))
 			return l;
-	ksft_exit_fail_msg("PVREAD_EXPECT_LINE=%s: not a line state (active, off, unvouched, warp, unchecked, stable, waiting, rates) or any\n",
+	ksft_exit_fail_msg("PVREAD_EXPECT_LINE=%s: not a line state (active, off, unvouched, warp, unchecked, stable, waiting, rates, pti) or any\n",
 			   s);
 	return PVST_EXPECT_ANY;
 }

@@ -54,8 +54,9 @@ fi
 reads=10000000
 [ "$expect_mode" = none ] && reads=1000000
 # Under KPTI each system call also switches page tables, which costs QEMU
-# TCG its TLB: 65 us a read, 15 min for these two. That machine is about
-# Xen's writes of the records (below); the others test the fallback.
+# TCG its TLB: 65 us a read, 114 s for these two at 10^6 against 15 s
+# without KPTI. That machine is about Xen's writes of the records (above);
+# the others test the fallback with 10^6.
 [ "$expect_line" = pti ] && reads=200000
 pvread_run pvread_order --expect-mode "$expect_mode" --reads "$reads"
 pvread_state "after pvread_order"
