@@ -254,15 +254,15 @@ matrix_parse() {
     }' "$2" >>"$RESULTS"
 }
 
-# matrix_lost_failures MACHINE OUTFILE: the failures of a boot the emulator
-# lost, as "first boot: TEST" results of MACHINE.
+# matrix_lost_failures MACHINE OUTFILE BOOT: the failures of a boot the
+# emulator lost, as "BOOT: TEST" results of MACHINE.
 matrix_lost_failures() {
     local saved=$RESULTS saved_figures=$FIGURES
     RESULTS=$RUNDIR/lost.tsv FIGURES=/dev/null
     : >"$RESULTS"
     matrix_parse "$1" "$2"
     RESULTS=$saved FIGURES=$saved_figures
-    awk -F'\t' -v OFS='\t' '$2 == "fail" { $3 = "first boot: " $3; print }' \
+    awk -F'\t' -v OFS='\t' -v boot="$3" '$2 == "fail" { $3 = boot ": " $3; print }' \
         "$RUNDIR/lost.tsv" >>"$RESULTS"
     rm -f "$RUNDIR/lost.tsv"
 }
@@ -321,7 +321,7 @@ matrix_boot() {
     fi
     cmd=$(matrix_guest_cmd "$cmd")
     local attempt lost f
-    for attempt in 1 2; do
+    for attempt in 1 2 3; do
         echo "=== $name: ${runner[0]} ${M_RUN[*]} -- $cmd"
         rm -f "$status"
         # "|| rc=": a failing machine is a result, not an error (lib.sh's ERR
@@ -331,17 +331,17 @@ matrix_boot() {
             --status-file "$status" "${M_RUN[@]}" -- "$cmd" \
             2> >(tee "$err" >&2) | tee "$out" || rc=${PIPESTATUS[0]}
         lost=$(matrix_emulator_fault "$rc" "$out")
-        [[ -n $lost && $attempt == 1 ]] || break
-        # The lost boot's failures stand (a fault mid-suite must not hide
+        [[ -n $lost && $attempt -lt 3 ]] || break
+        # A lost boot's failures stand (a fault mid-suite must not hide
         # one before it); its passes and the boot itself are not counted.
         echo "=== $name: booted once more: $lost"
-        matrix_record "$name" skip "first boot lost to the emulator"
+        matrix_record "$name" skip "boot $attempt lost to the emulator"
         for f in out err console status; do
-            [[ ! -e $RUNDIR/$tag.$f ]] || mv "$RUNDIR/$tag.$f" "$RUNDIR/$tag.lost.$f"
+            [[ ! -e $RUNDIR/$tag.$f ]] || mv "$RUNDIR/$tag.$f" "$RUNDIR/$tag.lost$attempt.$f"
         done
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name (lost boot)" "$rc" \
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name (boot $attempt, lost)" "$rc" \
             "-" "-" "-" "${M_PARAMS:--}" "-" "$lost" >>"$MACHINE_ROWS"
-        matrix_lost_failures "$name" "$RUNDIR/$tag.lost.out"
+        matrix_lost_failures "$name" "$RUNDIR/$tag.lost$attempt.out" "boot $attempt"
     done
     matrix_parse "$name" "$out"
     reason='' splats=''

@@ -184,6 +184,20 @@ static bool pvclock_copy(unsigned int cpu, struct pvread_pvclock *out)
 	return false;
 }
 
+/* Is this a PV guest (/sys/hypervisor/guest_type)? */
+static bool pv_guest(void)
+{
+	char type[16] = "";
+	FILE *f = fopen("/sys/hypervisor/guest_type", "r");
+
+	if (f) {
+		if (!fgets(type, sizeof(type), f))
+			type[0] = 0;
+		fclose(f);
+	}
+	return !strcmp(type, "PV\n");
+}
+
 /*
  * The kernel's clock on this vCPU (the xen clocksource: the vCPU's primary
  * record, or the global last value above it) against record @cpu, in us,
@@ -222,11 +236,14 @@ static bool kernel_minus_record(int fd, unsigned int cpu, double *us,
  * record, which the kernel's clock reads, until a write lands.
  * A record's version is its primary's, 2 a write: a step of more is a
  * write the area missed.  Two writes can fall within one interruption of
- * the watching loop (0 to 12 % of them, seen without KPTI under TCG);
- * under KPTI on Xen 4.17, 39 to 85 % are missed.  Where a quarter or more
- * are, or none lands in USER_SPIN_S s (Xen calibrated meanwhile), the page
- * must not serve a line, and must say why: line state pti (unless it says
- * off or stable, which come first).  Each vCPU runs USER_SPIN_S s (or
+ * the watching loop (0 to 12 % of them, seen in a PVH domU without KPTI
+ * under TCG); under KPTI on Xen 4.17, 39 to 85 % are missed.  In a PV
+ * guest a step of more is no loss: Xen keeps the last write back while
+ * user code runs and makes it when the vCPU enters its kernel (16 of 58
+ * seen so in a PV domU).  Where a quarter or more are missed outside a
+ * PV guest, or none lands in USER_SPIN_S s (Xen calibrated meanwhile),
+ * the page must not serve a line, and must say why: line state pti
+ * (unless it says off or stable, which come first).  Each vCPU runs USER_SPIN_S s (or
  * $PVREAD_TEST_SPIN_S) of user code that makes no system call, watching
  * its own record; then, for the record, the kernel's clock on that vCPU
  * is compared with the record.
@@ -234,6 +251,7 @@ static bool kernel_minus_record(int fd, unsigned int cpu, double *us,
 TEST_F_TIMEOUT(registered, kept_current_under_user_code, 180)
 {
 	uint64_t lossy = 0, t, t0, changed, longest, gap, spin_ns;
+	bool pv = pv_guest();
 	const char *spin = getenv("PVREAD_TEST_SPIN_S");
 	unsigned int i, writes, missed;
 	struct pvread_pvclock start;
@@ -286,10 +304,13 @@ TEST_F_TIMEOUT(registered, kept_current_under_user_code, 180)
 				 us, within);
 		else
 			snprintf(vs, sizeof(vs), "not compared");
-		ksft_print_msg("cpu%u: %u writes seen, %u missed in %.0f s of user code, longest still %.2f s; the kernel's clock there %s\n",
-			       i, writes, missed, (double)spin_ns / 1e9,
+		ksft_print_msg("cpu%u: %u writes seen, %u %s in %.0f s of user code, longest still %.2f s; the kernel's clock there %s\n",
+			       i, writes, missed,
+			       pv ? "kept back (PV)" : "missed",
+			       (double)spin_ns / 1e9,
 			       (double)longest / 1e9, vs);
-		if (!writes || (missed >= 5 && missed * 4 >= writes + missed))
+		if (!writes ||
+		    (!pv && missed >= 5 && missed * 4 >= writes + missed))
 			lossy |= 1ULL << i;
 	}
 	close(fd);
