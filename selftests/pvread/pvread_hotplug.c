@@ -74,20 +74,6 @@ static void *first_look(void *arg)
 	return NULL;
 }
 
-/*
- * pvclock's arithmetic, written out: @p at @tsc, as Xen defines it (the
- * kernel's __pvclock_read_cycles()).
- */
-static uint64_t pvclock_at(const volatile struct pvread_pvclock *p,
-			   uint64_t tsc)
-{
-	uint64_t d = tsc - p->tsc_timestamp;
-
-	d = p->tsc_shift >= 0 ? d << p->tsc_shift : d >> -p->tsc_shift;
-	return p->system_time +
-	       (uint64_t)(((unsigned __int128)d * p->tsc_to_system_mul) >> 32);
-}
-
 FIXTURE(hotplug) {
 };
 
@@ -206,7 +192,7 @@ TEST_F(hotplug, kernel_reads_record)
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		ASSERT_TRUE(pvst_reference(fd, &ref))
 			TH_LOG("PVREAD_IOC_REFERENCE: %s", strerror(errno));
-		mine = pvclock_at(&rec->pvclock, ref.tsc);
+		mine = pvst_pvclock_at(&rec->pvclock, ref.tsc);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if ((v & 1) || rec->pvclock.version != v || ref.version != v)
 			continue;

@@ -108,6 +108,20 @@ static inline long long pvst_read_number(const char *path)
 	return v;
 }
 
+/*
+ * pvclock's arithmetic, written out: @p at @tsc, as Xen defines it (the
+ * kernel's __pvclock_read_cycles()); @tsc not before @p's stamp.
+ */
+static inline uint64_t pvst_pvclock_at(const volatile struct pvread_pvclock *p,
+				       uint64_t tsc)
+{
+	uint64_t d = tsc - p->tsc_timestamp;
+
+	d = p->tsc_shift >= 0 ? d << p->tsc_shift : d >> -p->tsc_shift;
+	return p->system_time +
+	       (uint64_t)(((unsigned __int128)d * p->tsc_to_system_mul) >> 32);
+}
+
 /* The TSC, by an ordered rdtsc (lfence; rdtsc), as the library reads it. */
 static inline uint64_t pvst_rdtsc(void)
 {

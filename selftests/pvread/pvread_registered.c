@@ -155,17 +155,6 @@ TEST_F(registered, kept_current)
 	EXPECT_EQ(self->have, moved);
 }
 
-/* Xen's pvclock: record @p at @tsc (not before its stamp), in ns. */
-static uint64_t pvclock_at(const struct pvread_pvclock *p, uint64_t tsc)
-{
-	uint64_t d = (int64_t)(tsc - p->tsc_timestamp) > 0 ?
-		     tsc - p->tsc_timestamp : 0;
-
-	d = p->tsc_shift >= 0 ? d << p->tsc_shift : d >> -p->tsc_shift;
-	return p->system_time +
-	       (uint64_t)(((unsigned __int128)d * p->tsc_to_system_mul) >> 32);
-}
-
 /* A consistent copy of record @cpu's pvclock; false if it kept changing. */
 static bool pvclock_copy(unsigned int cpu, struct pvread_pvclock *out)
 {
@@ -218,8 +207,8 @@ static bool kernel_minus_record(int fd, unsigned int cpu, double *us,
 	t1 = pvst_rdtsc();
 	if (!pvclock_copy(cpu, &b) || a.version != b.version)
 		return false;
-	k0 = pvclock_at(&a, t0);
-	k1 = pvclock_at(&a, t1);
+	k0 = pvst_pvclock_at(&a, t0);
+	k1 = pvst_pvclock_at(&a, t1);
 	*us = kt.cycles < k0 ? -(double)(k0 - kt.cycles) / 1e3 :
 	      kt.cycles > k1 ? (double)(kt.cycles - k1) / 1e3 : 0.0;
 	*within = (double)(k1 - k0) / 1e3;
@@ -293,11 +282,11 @@ TEST_F_TIMEOUT(registered, kept_current_under_user_code, 180)
 				missed += (v - version) / 2 - 1;
 			}
 			version = v;
-			gap = pvclock_at(&start, t) - pvclock_at(&start, changed);
+			gap = pvst_pvclock_at(&start, t) - pvst_pvclock_at(&start, changed);
 			longest = gap > longest ? gap : longest;
 			changed = t;
-		} while (pvclock_at(&start, t) - pvclock_at(&start, t0) < spin_ns);
-		gap = pvclock_at(&start, t) - pvclock_at(&start, changed);
+		} while (pvst_pvclock_at(&start, t) - pvst_pvclock_at(&start, t0) < spin_ns);
+		gap = pvst_pvclock_at(&start, t) - pvst_pvclock_at(&start, changed);
 		longest = gap > longest ? gap : longest;
 		if (kernel_minus_record(fd, i, &us, &within))
 			snprintf(vs, sizeof(vs), "%+.0f us from the record (within %.0f us)",
