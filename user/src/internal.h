@@ -152,11 +152,12 @@ struct process {
 	_Atomic int map_state;
 	/*
 	 * The clocks the fast path may read from the page, as a set of clock
-	 * ids (CLOCKS_*): 0 until the mapping is ready, so that one load tells
-	 * the fast path both; the shifted clocks left out where this
-	 * process's time namespace offsets are unknown.  Written once, with
-	 * release, by the thread that maps, after map and before map_state's
-	 * MAP_READY; read with acquire by the fast path.
+	 * ids (CLOCKS_*), and how it reads the TSC (FAST_RDTSCP, above the
+	 * ids): 0 until the mapping is ready, so that one load tells the fast
+	 * path all three; the shifted clocks left out where this process's
+	 * time namespace offsets are unknown.  Written once, with release, by
+	 * the thread that maps, after map and before map_state's MAP_READY;
+	 * read with acquire by the fast path.
 	 */
 	_Atomic uint32_t fast_clocks;
 	/* Written by the thread that wins MAP_UNTRIED -> MAP_BUSY. */
@@ -224,7 +225,14 @@ PVREAD_HIDDEN extern __thread struct pvread_stats pvread_thread_stats;
 #define CLOCKS_STEADY (BIT_OF(CLOCK_MONOTONIC) | BIT_OF(CLOCK_MONOTONIC_RAW) | \
 		       BIT_OF(CLOCK_BOOTTIME))
 
-/* @clock below 32: the caller checked it against CLOCKS_FINE | _COARSE. */
+/* fast_clocks: the TSC read is rdtscp (tsc_read()). */
+#define FAST_RDTSCP (1U << 31)
+_Static_assert(PVREAD_NR_CLOCK_BASES <= 31, "clock ids below FAST_RDTSCP");
+
+/*
+ * @clock below PVREAD_NR_CLOCK_BASES: the caller checked it, or checked it
+ * against CLOCKS_FINE | _COARSE.
+ */
 static inline bool clock_in(uint32_t set, clockid_t clock)
 {
 	return (set >> clock) & 1;
@@ -293,14 +301,31 @@ static inline bool wait_for_writer(uint64_t *since)
 
 /*
  * A TSC read not taken before the loads that precede it: lfence; rdtsc,
- * even where rdtscp is offered.  The line names no CPU, and on an AMD
- * EPYC (KVM guest) it is the faster, 18.6 ns a read in a loop against
- * 21.1, 23.3 ns a line read against 26.3.
+ * which every x86-64 CPU has.  The read path takes tsc_read() instead.
  */
 static ALWAYS_INLINE uint64_t tsc_ordered(void)
 {
 	_mm_lfence();
 	return __rdtsc();
+}
+
+/*
+ * The read path's TSC read, as @fast (fast_clocks) says: rdtscp, which
+ * waits for the loads before it as lfence does, where this process found
+ * it the faster (mapping.c's tsc_read_choice()), else tsc_ordered().  The
+ * line names no CPU: either will do, and which costs less is the CPU's.
+ * The clobber keeps the compiler from moving a load of the page after it.
+ */
+static ALWAYS_INLINE uint64_t tsc_read(uint32_t fast)
+{
+	uint32_t lo, hi, aux;
+
+	if (!(fast & FAST_RDTSCP))
+		return tsc_ordered();
+	__asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux) : :
+			     "memory");
+	(void)aux;
+	return (uint64_t)hi << 32 | lo;
 }
 
 /* The line's rate for @clock: MONOTONIC_RAW's, or MONOTONIC's for the rest. */

@@ -171,9 +171,11 @@ static ALWAYS_INLINE bool may_be_below_coarse(const struct pvread_header *h,
  * completed under us, READ_NO_* when the kernel must answer; READ_HOLD,
  * unless @hold, for a reading that may need the hold at the coarse clocks.
  * The reading goes to *@out, normalised: a local of the caller's, so that
- * it stays in registers until it is checked and stored.
+ * it stays in registers until it is checked and stored.  @fast is the
+ * process's fast_clocks: how to read the TSC.
  */
 static ALWAYS_INLINE enum read_result try_read(const struct process *p,
+					       const uint32_t fast,
 					       const clockid_t clock,
 					       struct reading *out,
 					       const bool hold)
@@ -205,11 +207,9 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 			r = READ_NO_INVALID;
 	} else {
 		/*
-		 * The line, checked before the TSC is read, so that what
-		 * follows the rdtsc is the vDSO's few steps: beyond its span
-		 * (the module stopped re-anchoring it: the kernel knows
-		 * better), or with values no module writes, the kernel
-		 * answers.
+		 * The line: beyond its span (the module stopped re-anchoring
+		 * it: the kernel knows better), or with values no module
+		 * writes, the kernel answers.
 		 */
 		const struct pvread_line *l = &h->line;
 		uint64_t stamp = LOAD(l->tsc_timestamp), span = LOAD(l->tsc_span);
@@ -221,12 +221,11 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		v.sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		line_rate(l, clock, &mul, &shift);
-		if (unlikely(!pvread_line_span_ok(span, mul, shift, snsec)))
-			return READ_NO_INVALID;
-		d = pvread_line_delta(tsc_ordered(), stamp);
+		d = pvread_line_delta(tsc_read(fast), stamp);
 		if (unlikely(d > span))
 			return READ_NO_DELTA;
-		v.ns = pvread_line_at(d, mul, shift, snsec) >> 32;
+		if (unlikely(!pvread_line_ns(d, mul, shift, snsec, &v.ns)))
+			return READ_NO_INVALID;
 		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
 		    unlikely(may_be_below_coarse(h, clock, v))) {
 			/* The hold is the slow path's: no call here. */
@@ -293,6 +292,9 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 				    struct timespec *ts,
 				    enum pvread_slow_reason *why)
 {
+	/* Relaxed: the caller saw MAP_READY, stored after it, with acquire. */
+	const uint32_t fast = atomic_load_explicit(&p->fast_clocks,
+						   memory_order_relaxed);
 	struct attempts a = { 0, 0 };
 	enum read_result r = READ_NO_TIMENS;
 	struct reading v;
@@ -300,7 +302,7 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 	/* The fast path leaves these out (fast_clocks): say why here. */
 	if (timens_shifts(clock) && unlikely(p->map.ns.unknown))
 		return pvread_try_again(p, r, &a, why);
-	while (unlikely((r = try_read(p, clock, &v, true)) != READ_OK))
+	while (unlikely((r = try_read(p, fast, clock, &v, true)) != READ_OK))
 		if (!pvread_try_again(p, r, &a, why))
 			return false;
 	ts->tv_sec = v.sec;
@@ -413,12 +415,16 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 {
 	struct process *p = atomic_load_explicit(&pvread_process,
 						 memory_order_acquire);
+	uint32_t fast;
 	struct reading v;
 
-	if (likely(p) && likely((unsigned int)clock < 32) &&
-	    likely(clock_in(atomic_load_explicit(&p->fast_clocks,
-						 memory_order_acquire), clock)) &&
-	    likely(ts) && likely(try_read(p, clock, &v, false) == READ_OK)) {
+	if (likely(p) &&
+	    likely((unsigned int)clock < PVREAD_NR_CLOCK_BASES) &&
+	    likely(clock_in(fast = atomic_load_explicit(&p->fast_clocks,
+							memory_order_acquire),
+			    clock)) &&
+	    likely(ts) &&
+	    likely(try_read(p, fast, clock, &v, false) == READ_OK)) {
 		ts->tv_sec = v.sec;
 		ts->tv_nsec = (long)v.ns;
 		return likely(stands(p, clock, v)) ? 0 :
