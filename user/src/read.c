@@ -185,7 +185,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 	const struct pvread_clock_base *b;
 	enum read_result r = READ_OK;
 	struct reading v;
-	uint64_t snsec;
+	uint64_t snsec, tsc = 0;
 	uint32_t seq;
 
 	seq = LOAD(h->seq);
@@ -194,6 +194,15 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		return seq == atomic_load_explicit(&p->stuck_seq,
 						   memory_order_relaxed) ?
 		       READ_NO_STUCK : READ_BUSY;
+	/*
+	 * A fine clock's TSC, read right after the seq, as the vDSO reads
+	 * it: the header's checks and the line's loads run while it is read
+	 * (rdtsc and rdtscp hold nothing back), and the seq read again at the
+	 * end vouches for them.  A TSC read after the seq is not before the
+	 * line it read.
+	 */
+	if (!clock_in(CLOCKS_COARSE, clock))
+		tsc = tsc_read(fast);
 	if (unlikely(LOAD(h->mode) != PVREAD_MODE_LINE))
 		return READ_NO_MODE;
 	if (unlikely(LOAD(h->error_bound_ns) > m->tolerance_ns))
@@ -221,7 +230,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		v.sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		line_rate(l, clock, &mul, &shift);
-		d = pvread_line_delta(tsc_read(fast), stamp);
+		d = pvread_line_delta(tsc, stamp);
 		if (unlikely(d > span))
 			return READ_NO_DELTA;
 		if (unlikely(!pvread_line_ns(d, mul, shift, snsec, &v.ns)))
