@@ -104,16 +104,4 @@ static inline int pvread_line_ns(uint64_t d, uint32_t mul, uint8_t shift,
 	return 1;
 }
 
-/*
- * May the line be read up to @span ticks past its anchor from a base of
- * @snsec?  Then pvread_line_at() is exact for every delta up to @span.
- * The same refusals as pvread_line_ns(), made before the TSC is read.
- */
-static inline int pvread_line_span_ok(uint64_t span, uint32_t mul,
-				      uint8_t shift, uint64_t snsec)
-{
-	return snsec < PVREAD_ARITH_NSEC_PER_SEC << 32 &&
-	       pvread_line_fits(span, mul, shift, snsec);
-}
-
 #endif /* PVREAD_ARITH_H */

@@ -138,16 +138,14 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
  * MONOTONIC's less the kernel's offset, with the same fraction, so it is
  * held exactly where MONOTONIC's is, and MONOTONIC's reading is REALTIME's
  * moved by the difference of their bases.  Unsigned: a page no module
- * wrote gives a wrong answer here (the slow path checks again), never UB.
- * Four seconds or more past the coarse second is past it whatever the
- * nanoseconds (each below a few seconds).
+ * wrote, with seconds 292 years from the coarse clock's, gives a wrong
+ * answer here, never UB (the slow path checks again where it says yes).
  */
 static ALWAYS_INLINE bool may_be_below_coarse(const struct pvread_header *h,
 					      const clockid_t clock,
 					      struct reading v)
 {
 	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
-	uint64_t ds;
 
 	if (clock == CLOCK_REALTIME) {
 		const struct pvread_clock_base *m =
@@ -158,11 +156,22 @@ static ALWAYS_INLINE bool may_be_below_coarse(const struct pvread_header *h,
 		v.sec = (int64_t)((uint64_t)v.sec - LOAD(r->sec) + LOAD(m->sec));
 		v.ns += (LOAD(m->snsec) >> 32) - (LOAD(r->snsec) >> 32);
 	}
-	ds = (uint64_t)v.sec - LOAD(c->sec);
-	if (likely((int64_t)ds >= 4))
-		return false;
-	return (int64_t)ds < 0 ||
-	       (int64_t)(ds * NSEC_PER_SEC - LOAD(c->snsec) + v.ns) < 0;
+	return (int64_t)(((uint64_t)v.sec - (uint64_t)LOAD(c->sec)) *
+			 NSEC_PER_SEC - LOAD(c->snsec) + v.ns) < 0;
+}
+
+/*
+ * The header's state, checked by every attempt after the seq it read:
+ * READ_OK while the page is in line mode within this process's tolerance.
+ */
+static ALWAYS_INLINE enum read_result header_ok(const struct process *p,
+						const struct pvread_header *h)
+{
+	if (unlikely(LOAD(h->mode) != PVREAD_MODE_LINE))
+		return READ_NO_MODE;
+	if (unlikely(LOAD(h->error_bound_ns) > p->map.tolerance_ns))
+		return READ_NO_BOUND;
+	return READ_OK;
 }
 
 /*
@@ -185,7 +194,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 	const struct pvread_clock_base *b;
 	enum read_result r = READ_OK;
 	struct reading v;
-	uint64_t snsec, tsc = 0;
+	uint64_t snsec;
 	uint32_t seq;
 
 	seq = LOAD(h->seq);
@@ -194,21 +203,11 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		return seq == atomic_load_explicit(&p->stuck_seq,
 						   memory_order_relaxed) ?
 		       READ_NO_STUCK : READ_BUSY;
-	/*
-	 * A fine clock's TSC, read right after the seq, as the vDSO reads
-	 * it: the header's checks and the line's loads run while it is read
-	 * (rdtsc and rdtscp hold nothing back), and the seq read again at the
-	 * end vouches for them.  A TSC read after the seq is not before the
-	 * line it read.
-	 */
-	if (!clock_in(CLOCKS_COARSE, clock))
-		tsc = tsc_read(fast);
-	if (unlikely(LOAD(h->mode) != PVREAD_MODE_LINE))
-		return READ_NO_MODE;
-	if (unlikely(LOAD(h->error_bound_ns) > m->tolerance_ns))
-		return READ_NO_BOUND;
 	if (clock_in(CLOCKS_COARSE, clock)) {
 		/* The timekeeper's at its last update. */
+		r = header_ok(p, h);
+		if (unlikely(r != READ_OK))
+			return r;
 		b = &h->tk.base[clock];
 		v.sec = LOAD(b->sec);
 		v.ns = LOAD(b->snsec);
@@ -222,10 +221,21 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 */
 		const struct pvread_line *l = &h->line;
 		uint64_t stamp = LOAD(l->tsc_timestamp), span = LOAD(l->tsc_span);
-		uint64_t d;
+		uint64_t d, tsc;
 		uint32_t mul;
 		uint8_t shift;
 
+		/*
+		 * The TSC, read right after the seq, as the vDSO reads it:
+		 * the header's checks and the line's loads run while it is
+		 * read (rdtsc and rdtscp hold nothing back), and the seq read
+		 * again at the end vouches for them.  A TSC read after the
+		 * seq is not before the line it read.
+		 */
+		tsc = tsc_read(fast);
+		r = header_ok(p, h);
+		if (unlikely(r != READ_OK))
+			return r;
 		b = &l->base[clock];
 		v.sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);

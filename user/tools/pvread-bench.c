@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * pvread-bench: ns per read of the raw counter (lfence; rdtsc, which
- * libpvread's line read uses, and rdtscp where the CPU offers it),
- * libpvread for each clock, libc's clock_gettime (the vDSO where it can)
- * and the clock_gettime system call, in one run, with min and median over
- * repetitions and the ratios.
+ * pvread-bench: ns per read of the raw counter (lfence; rdtsc, and rdtscp
+ * where the CPU offers it: libpvread's line read takes the one that is not
+ * the slower), libpvread for each clock, libc's clock_gettime (the vDSO
+ * where it can) and the clock_gettime system call, in one run, with min
+ * and median over repetitions and the ratios.  Short batches taken in
+ * turns (10 ms, 51 times, by default), so that a noisy neighbour's moments
+ * fall on every method alike.
  *
  *   pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s line]
  *   pvread-bench -l N -v libc|pvread|syscall
@@ -55,7 +57,7 @@ static const struct method methods[] = {
 #define RDTSC 0
 #define VDSO (NR_METHODS - 2)
 #define SYSCALL (NR_METHODS - 1)
-#define MAX_REPS 64
+#define MAX_REPS 1001
 
 static int64_t now_ns(void)
 {
@@ -67,8 +69,9 @@ static int64_t now_ns(void)
 
 /*
  * The raw counter reads, the floor under every fast read: lfence; rdtsc,
- * what libpvread's line read uses on every CPU, and rdtscp, measured where
- * the CPU offers it (a guest's CPUID may hide it).
+ * which every CPU has, and rdtscp, measured where the CPU offers it (a
+ * guest's CPUID may hide it); libpvread's line read takes rdtscp unless
+ * lfence; rdtsc is clearly the faster.
  */
 static int have_rdtscp;
 
@@ -240,8 +243,9 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	double samples[NR_METHODS][MAX_REPS], min[NR_METHODS], med[NR_METHODS];
-	long ms = 200, reps = 5, n = 0, threads = 1;
+	static double samples[NR_METHODS][MAX_REPS];
+	double min[NR_METHODS], med[NR_METHODS];
+	long ms = 10, reps = 51, n = 0, threads = 1;
 	const char *via = NULL, *synth = NULL;
 	static struct synthetic page;
 	struct pvread_info info;
@@ -303,18 +307,23 @@ int main(int argc, char **argv)
 		min[i] = samples[i][0];
 		med[i] = samples[i][reps / 2];
 	}
-	/* -rdtsc: the median less lfence; rdtsc's, what a read adds to it */
-	printf("%-30s %9s %9s %9s %9s %9s\n", "method", "min ns", "median ns",
-	       "/syscall", "/vDSO", "-rdtsc");
+	/*
+	 * /vDSO min: the least batch's ratio, this host at its quietest;
+	 * -rdtsc: the median less lfence; rdtsc's, what a read adds to it.
+	 */
+	printf("%-30s %9s %9s %9s %9s %9s %9s\n", "method", "min ns",
+	       "median ns", "/syscall", "/vDSO", "/vDSO min", "-rdtsc");
 	for (i = 0; i < NR_METHODS; i++) {
 		if (methods[i].via == VIA_RDTSCP && !have_rdtscp) {
-			printf("%-30s %9s %9s %9s %9s %9s\n",
-			       "rdtscp (not offered)", "-", "-", "-", "-", "-");
+			printf("%-30s %9s %9s %9s %9s %9s %9s\n",
+			       "rdtscp (not offered)", "-", "-", "-", "-", "-",
+			       "-");
 			continue;
 		}
-		printf("%-30s %9.1f %9.1f %9.3f %9.3f %9.1f\n",
+		printf("%-30s %9.1f %9.1f %9.3f %9.3f %9.3f %9.1f\n",
 		       methods[i].name, min[i], med[i], med[i] / med[SYSCALL],
-		       med[i] / med[VDSO], med[i] - med[RDTSC]);
+		       med[i] / med[VDSO], min[i] / min[VDSO],
+		       med[i] - med[RDTSC]);
 	}
 	if (threads == 1) {
 		struct pvread_stats st;

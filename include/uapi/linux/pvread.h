@@ -213,7 +213,8 @@ struct pvread_line {
  * past the anchor at rate @mul, @shift, added to @snsec, nanoseconds << 32:
  * (d << shift) * mul + snsec, computed as d * (mul << shift) + snsec, so
  * that no bit of d is lost.  Exact where pvread_line_fits() holds for @d
- * or any larger delta; a reader checks tsc_span once, before its rdtsc.
+ * or any larger delta: a reader checks it at its delta, or once at
+ * tsc_span.
  */
 static __inline__ __u64 pvread_line_at(__u64 d, __u32 mul, __u8 shift,
 				       __u64 snsec)
