@@ -122,7 +122,7 @@ static inline uint64_t pvst_pvclock_at(const volatile struct pvread_pvclock *p,
 	       (uint64_t)(((unsigned __int128)d * p->tsc_to_system_mul) >> 32);
 }
 
-/* The TSC, by an ordered rdtsc (lfence; rdtsc), as the library reads it. */
+/* The TSC, by an ordered rdtsc (lfence; rdtsc), on any CPU. */
 static inline uint64_t pvst_rdtsc(void)
 {
 	uint32_t lo, hi;

@@ -21,8 +21,9 @@
  *     (PVREAD_MODE_NONE; header.line_state says why).  A reader whose
  *     tolerance is below header.error_bound_ns asks the kernel too.
  *  3. The fine clocks from the line, read as described under struct
- *     pvread_line, with an ordered rdtsc (lfence; rdtsc) on any CPU; the
- *     _COARSE clocks from tk.base[], the timekeeper's at its last update.
+ *     pvread_line, with an ordered TSC read (lfence; rdtsc, or rdtscp
+ *     where offered) on any CPU; the _COARSE clocks from tk.base[], the
+ *     timekeeper's at its last update.
  *
  * The records and header.tk are there to be checked, not read from: the
  * module measures the line against them at every update, and a tool or a
