@@ -220,7 +220,6 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * writes, the kernel answers.
 		 */
 		const struct pvread_line *l = &h->line;
-		uint64_t stamp = LOAD(l->tsc_timestamp), span = LOAD(l->tsc_span);
 		uint64_t d, tsc;
 		uint32_t mul;
 		uint8_t shift;
@@ -240,8 +239,8 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		v.sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		line_rate(l, clock, &mul, &shift);
-		d = pvread_line_delta(tsc, stamp);
-		if (unlikely(d > span))
+		d = pvread_line_delta(tsc, LOAD(l->tsc_timestamp));
+		if (unlikely(d > LOAD(l->tsc_span)))
 			return READ_NO_DELTA;
 		if (unlikely(!pvread_line_ns(d, mul, shift, snsec, &v.ns)))
 			return READ_NO_INVALID;

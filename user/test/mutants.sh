@@ -28,7 +28,7 @@ MUTANTS=(
     "line-monotonic-at-raw-rate|src/internal.h|s{\tif \(clock == CLOCK_MONOTONIC_RAW\) \{\n\t\t\*mul = LOAD\(l->raw_mul\);}{\tif \(1\) \{\n\t\t*mul = LOAD\(l->raw_mul\);}s"
     "errno-not-restored|src/mapping.c|s{\terrno = saved_errno;\n\treturn true;\n}{\treturn true;\n}s"
     "bound-not-checked|src/read.c|s{if \(unlikely\(LOAD\(h->error_bound_ns\) > m->tolerance_ns\)\)}{if \(0\)}s"
-    "line-span-not-checked|src/read.c|s{\t\tif \(unlikely\(d > span\)\)\n\t\t\treturn READ_NO_DELTA;}{}s"
+    "line-span-not-checked|src/read.c|s{\t\tif \(unlikely\(d > LOAD\(l->tsc_span\)\)\)\n\t\t\treturn READ_NO_DELTA;}{}s"
     "floor-not-raised|src/order.c|s{\twhile \(v > cur\)\n}{\twhile \(0\)\n}s"
     "floor-not-respected|src/order.c|s{\tif \(unlikely\(ns_of\(ts\) < cur\)\) \{}{\tif \(0\) \{}s"
     "no-seed-while-holding|src/order.c|s{\tpvread_slow_clock_gettime\(p, clock, ts, PVREAD_SLOW_SEED\);\n\treturn true;}{\treturn false;}s"
