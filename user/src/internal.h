@@ -311,10 +311,10 @@ static ALWAYS_INLINE uint64_t tsc_ordered(void)
 
 /*
  * The read path's TSC read, as @fast (fast_clocks) says: rdtscp, which
- * waits for the loads before it as lfence does, where this process found
- * it the faster (mapping.c's tsc_read_choice()), else tsc_ordered().  The
- * line names no CPU: either will do, and which costs less is the CPU's.
- * The clobber keeps the compiler from moving a load of the page after it.
+ * waits for the loads before it as lfence does, where the CPU offers it,
+ * as the vDSO reads it (mapping.c's tsc_read_choice()), else
+ * tsc_ordered().  The line names no CPU: either will do.  The clobber
+ * keeps the compiler from moving a load of the page across it.
  */
 static ALWAYS_INLINE uint64_t tsc_read(uint32_t fast)
 {

@@ -239,34 +239,19 @@ fail:
 }
 
 /*
- * How the read path reads the TSC here: FAST_RDTSCP where rdtscp is
- * offered, as the kernel's vDSO reads it, unless lfence; rdtsc reads more
- * than 1/16 faster (then 0).  Both wait for the loads before them.  On an
- * Intel Xeon KVM guest the two cost the same in a loop and rdtscp makes
- * the read 0.3-0.6 ns faster; on an AMD EPYC lfence; rdtsc was 12 % the
- * faster in a loop.  The least time of 16 rounds of 8 reads each, taken
- * in turns: 256 reads, a few us, once.
+ * How the read path reads the TSC here: FAST_RDTSCP where CPUID offers
+ * rdtscp, as the kernel's vDSO reads it, else 0 (lfence; rdtsc).  Both
+ * wait for the loads before them.  The vDSO's own choice, so that the
+ * line's read follows the vDSO's cost on every CPU: on an Intel Xeon KVM
+ * guest the two cost the same in a loop and rdtscp makes the line read
+ * 0.3-0.6 ns faster.
  */
 static uint32_t tsc_read_choice(void)
 {
-	uint64_t least[2] = { UINT64_MAX, UINT64_MAX }, t;
-	unsigned int eax, ebx, ecx, edx, round, how, i;
+	unsigned int eax, ebx, ecx, edx;
 
-	if (!__get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) ||
-	    !(edx & (1U << 27)))
-		return 0;
-	for (round = 0; round < 16; round++)
-		for (how = 0; how < 2; how++) {
-			uint32_t fast = how ? FAST_RDTSCP : 0;
-
-			t = tsc_read(fast);
-			for (i = 0; i < 7; i++)
-				tsc_read(fast);
-			t = tsc_read(fast) - t;
-			if (t < least[how])
-				least[how] = t;
-		}
-	return least[0] + least[0] / 16 < least[1] ? 0 : FAST_RDTSCP;
+	return __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) &&
+	       (edx & (1U << 27)) ? FAST_RDTSCP : 0;
 }
 
 /*
@@ -310,6 +295,12 @@ static bool make_mapping(struct process *p,
 			 const void *page, size_t size, int failed, bool *made)
 {
 	int state = MAP_UNTRIED, saved_errno = errno;
+	/*
+	 * Before the signals are blocked: a process that traps cpuid
+	 * (ARCH_SET_CPUID) and handles the SIGSEGV would be killed by one
+	 * that is blocked.
+	 */
+	uint32_t tsc_read_how = tsc_read_choice();
 	sigset_t all, old;
 
 	sigfillset(&all);
@@ -324,7 +315,7 @@ static bool make_mapping(struct process *p,
 				      (CLOCKS_FINE | CLOCKS_COARSE) &
 				      ~CLOCKS_TIMENS :
 				      CLOCKS_FINE | CLOCKS_COARSE) |
-				      tsc_read_choice(),
+				      tsc_read_how,
 				      memory_order_release);
 	atomic_store_explicit(&p->map_state, *made ? MAP_READY : failed,
 			      memory_order_release);

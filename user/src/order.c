@@ -152,6 +152,10 @@ bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 	d = pvread_line_delta(tsc, stamp);
 	if (d > span)
 		d = span;
+	/*
+	 * Beyond 64 bits here: no module's line (a reader checks the product
+	 * at its own delta, and may have read this one nearer its anchor).
+	 */
 	if (!pvread_line_ns(d, mul, shift, snsec, &ns))
 		return true;
 	set_ts(&line, sec + m->ns.sec[clock], ns + (uint64_t)m->ns.nsec[clock]);

@@ -138,8 +138,9 @@ not_below_coarse(const struct pvread_header *h, const clockid_t clock,
  * MONOTONIC's less the kernel's offset, with the same fraction, so it is
  * held exactly where MONOTONIC's is, and MONOTONIC's reading is REALTIME's
  * moved by the difference of their bases.  Unsigned: a page no module
- * wrote, with seconds 292 years from the coarse clock's, gives a wrong
- * answer here, never UB (the slow path checks again where it says yes).
+ * wrote, with seconds 292 years from the coarse clock's or a coarse base
+ * a second or more past its second, gives a wrong answer here, never UB
+ * (the slow path checks again where it says yes).
  */
 static ALWAYS_INLINE bool may_be_below_coarse(const struct pvread_header *h,
 					      const clockid_t clock,
@@ -403,8 +404,8 @@ static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
 {
 	/*
 	 * The reading's nanoseconds against the floor less its seconds, which
-	 * are known before the TSC is read: one comparison after the line's
-	 * product.  Unsigned: a page no module wrote may make it wrap, never UB.
+	 * do not wait for the line's product: one comparison after it.
+	 * Unsigned: a page no module wrote may make it wrap, never UB.
 	 */
 	uint64_t sec_ns = (uint64_t)v.sec * NSEC_PER_SEC;
 	int64_t floor;

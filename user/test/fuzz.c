@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const clockid_t clocks[] = { CLOCK_REALTIME, CLOCK_MONOTONIC,
 		CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE,
 		CLOCK_MONOTONIC_COARSE, CLOCK_BOOTTIME, CLOCK_TAI,
-		CLOCK_PROCESS_CPUTIME_ID, 12345 };
+		CLOCK_PROCESS_CPUTIME_ID, 16, 31, 12345 };
 	struct pvread_info info;
 	struct pvread_record rec;
 	struct pvread_sample smp;

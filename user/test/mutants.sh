@@ -27,7 +27,7 @@ MUTANTS=(
     "old-mode-numbers-read-as-line|src/read.c|s{if \(unlikely\(LOAD\(h->mode\) != PVREAD_MODE_LINE\)\)}{if (unlikely(LOAD(h->mode) == PVREAD_MODE_NONE))}s"
     "line-monotonic-at-raw-rate|src/internal.h|s{\tif \(clock == CLOCK_MONOTONIC_RAW\) \{\n\t\t\*mul = LOAD\(l->raw_mul\);}{\tif \(1\) \{\n\t\t*mul = LOAD\(l->raw_mul\);}s"
     "errno-not-restored|src/mapping.c|s{\terrno = saved_errno;\n\treturn true;\n}{\treturn true;\n}s"
-    "bound-not-checked|src/read.c|s{if \(unlikely\(LOAD\(h->error_bound_ns\) > m->tolerance_ns\)\)}{if \(0\)}s"
+    "bound-not-checked|src/read.c|s{if \(unlikely\(LOAD\(h->error_bound_ns\) > p->map.tolerance_ns\)\)}{if \(0\)}s"
     "line-span-not-checked|src/read.c|s{\t\tif \(unlikely\(d > LOAD\(l->tsc_span\)\)\)\n\t\t\treturn READ_NO_DELTA;}{}s"
     "floor-not-raised|src/order.c|s{\twhile \(v > cur\)\n}{\twhile \(0\)\n}s"
     "floor-not-respected|src/order.c|s{\tif \(unlikely\(ns_of\(ts\) < cur\)\) \{}{\tif \(0\) \{}s"
@@ -56,6 +56,7 @@ MUTANTS=(
     "stuck-record-forgotten|src/info.c|s{return record_stuck\(p, cpu, version\) \? READ_NO_STUCK : READ_BUSY;}{return READ_BUSY;}s"
     "record-copy-not-cleared|src/info.c|s{\tmemset\(rec, 0, sizeof\(\*rec\)\);\n}{}s"
     "misaligned-records-accepted|src/mapping.c|s{ \|\|\n\t    \(h->record_offset \| h->record_stride\) %\n\t    _Alignof\(struct pvread_record\)}{}s"
+    "clock-ids-up-to-31-fast|src/read.c|s{likely\(\(unsigned int\)clock < PVREAD_NR_CLOCK_BASES\)}{likely((unsigned int)clock < 32)}s"
     "page-seconds-unchecked|src/read.c|s{\tif \(unlikely\(\(uint64_t\)v.sec > KTIME_SEC_MAX\)\)\n\t\treturn READ_NO_INVALID;}{}s"
     "disruptions-not-read|src/info.c|s{\t\tinfo->disruptions = LOAD\(h->disruptions\);\n}{}s"
     "get-info-fills-0.4-fields|src/info.c|s{#define INFO_SIZE_0_2 offsetof\(struct pvread_info, disruptions\)}{#define INFO_SIZE_0_2 sizeof(struct pvread_info)}s"
@@ -84,7 +85,8 @@ try_mutant() {
     fi
     # Without -Werror: a mutant may leave a variable or function unused.
     if ! make -s -C "$t/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
-            build/test/read build/test/arith build/test/fallback-static \
+            build/test/read build/test/arith build/test/tsc-read \
+            build/test/fallback-static \
             >"$t/build.log" 2>&1; then
         { echo "not ok - $name: the mutant does not build"
           sed 's/^/#   /' "$t/build.log" | tail -5; } >"$tmp/$n.res"
@@ -95,6 +97,7 @@ try_mutant() {
     # the pipe; the next line they print ends them).
     caught=$(cd "$t/user" &&
              { timeout 120 ./build/test/arith 2>&1 &&
+               timeout 120 ./build/test/tsc-read 2>&1 &&
                timeout 120 ./build/test/fallback-static 2>&1 &&
                timeout 120 ./build/test/read 2>&1 ||
                echo "not ok - the tests exit $? (timeout: 124)"; } |

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * pvread-bench: ns per read of the raw counter (lfence; rdtsc, and rdtscp
- * where the CPU offers it: libpvread's line read takes the one that is not
- * the slower), libpvread for each clock, libc's clock_gettime (the vDSO
+ * where the CPU offers it: libpvread's line read takes rdtscp there, as
+ * the vDSO does), libpvread for each clock, libc's clock_gettime (the vDSO
  * where it can) and the clock_gettime system call, in one run, with min
  * and median over repetitions and the ratios.  Short batches taken in
  * turns (10 ms, 51 times, by default), so that a noisy neighbour's moments
@@ -70,8 +70,8 @@ static int64_t now_ns(void)
 /*
  * The raw counter reads, the floor under every fast read: lfence; rdtsc,
  * which every CPU has, and rdtscp, measured where the CPU offers it (a
- * guest's CPUID may hide it); libpvread's line read takes rdtscp unless
- * lfence; rdtsc is clearly the faster.
+ * guest's CPUID may hide it); libpvread's line read takes rdtscp where it
+ * is offered.
  */
 static int have_rdtscp;
 

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Both TSC reads of the line: lfence; rdtsc, and rdtscp where the CPU
+ * offers it.  The process takes rdtscp where CPUID offers it, as the vDSO
+ * does (mapping.c's tsc_read_choice(), kept as FAST_RDTSCP in
+ * fast_clocks); this program checks that, then forces each in turn, so
+ * that a host's CPU leaves neither untested where it has both:
+ * every fine clock from a synthetic line page, fast, within the system
+ * calls around it and never back.  With FAST_RDTSCP set, the clock ids
+ * from PVREAD_NR_CLOCK_BASES up (31 is the bit's own) are the kernel's
+ * answer.  Built on libpvread.a and its internal header.
+ */
+#define _GNU_SOURCE
+#include <cpuid.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "synthetic.h"
+#include "tap.h"
+
+#define READS 20000
+#define SLACK_NS 200000LL	/* as test/read.c: the line is steered */
+
+static const clockid_t fine[] = { CLOCK_MONOTONIC, CLOCK_REALTIME,
+				  CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME,
+				  CLOCK_TAI };
+
+static int64_t sys_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	syscall(SYS_clock_gettime, clock, &ts);
+	return ns_of(&ts);
+}
+
+static bool have_rdtscp(void)
+{
+	unsigned int eax, ebx, ecx, edx;
+
+	return __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) &&
+	       (edx & (1U << 27));
+}
+
+/* This process's fast_clocks with FAST_RDTSCP as @rdtscp says. */
+static void force(struct process *p, bool rdtscp)
+{
+	if (rdtscp)
+		atomic_fetch_or(&p->fast_clocks, FAST_RDTSCP);
+	else
+		atomic_fetch_and(&p->fast_clocks, ~FAST_RDTSCP);
+}
+
+/*
+ * READS reads of each fine clock: failures (outside the system calls
+ * around it, or a steady clock back), and slow reads into *@slow.
+ */
+static long read_all(unsigned long long *slow)
+{
+	struct pvread_stats st0, st1;
+	long bad = 0;
+	unsigned int c;
+	int i;
+
+	pvread_get_stats(&st0);
+	for (c = 0; c < sizeof(fine) / sizeof(fine[0]); c++) {
+		int64_t prev = 0;
+
+		for (i = 0; i < READS; i++) {
+			int64_t before = sys_ns(fine[c]), after, v;
+			struct timespec ts;
+
+			pvread_clock_gettime(fine[c], &ts);
+			after = sys_ns(fine[c]);
+			v = ns_of(&ts);
+			if (v < before - SLACK_NS || v > after + SLACK_NS ||
+			    (never_back(fine[c]) && v < prev)) {
+				if (bad++ < 3)
+					printf("# clock %d: %lld not within [%lld, %lld] (previous %lld)\n",
+					       (int)fine[c], (long long)v,
+					       (long long)before,
+					       (long long)after,
+					       (long long)prev);
+			}
+			prev = v;
+		}
+	}
+	pvread_get_stats(&st1);
+	*slow = st1.slow - st0.slow;
+	return bad;
+}
+
+static void check_read(struct process *p, bool rdtscp, const char *name)
+{
+	unsigned long long slow;
+	long bad;
+
+	force(p, rdtscp);
+	bad = read_all(&slow);
+	tap_result(!bad && !slow,
+		   "%s: %d reads of each fine clock, fast (%llu slow), within the system calls, never back (%ld not)",
+		   name, READS, slow, bad);
+}
+
+/* Clock ids from PVREAD_NR_CLOCK_BASES to 63, and a large one, as libc. */
+static void check_ids(struct process *p)
+{
+	int ra, rb, ea, eb, bad = 0;
+	struct timespec a, b;
+	clockid_t id;
+
+	/* Safe without rdtscp too: no read of these ids reaches the TSC. */
+	force(p, true);
+	for (id = PVREAD_NR_CLOCK_BASES; id <= 64; id++) {
+		clockid_t c = id == 64 ? 12345 : id;
+
+		errno = 0;
+		ra = clock_gettime(c, &a);
+		ea = errno;
+		errno = 0;
+		rb = pvread_clock_gettime(c, &b);
+		eb = errno;
+		if (ra != rb || ea != eb) {
+			printf("# clock id %d: libc %d/%s, pvread %d/%s\n",
+			       (int)c, ra, strerror(ea), rb, strerror(eb));
+			bad++;
+		}
+	}
+	tap_result(!bad, "FAST_RDTSCP set: clock ids %d-63 and 12345 get libc's answer (%d differ)",
+		   PVREAD_NR_CLOCK_BASES, bad);
+}
+
+int main(void)
+{
+	static struct synthetic page;
+	struct timespec ts;
+	struct process *p;
+	uint32_t chose;
+
+	tap_plan(4);
+	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
+	    pvread_use_page(page.hdr, page.size) ||
+	    synthetic_start(&page, 4000)) {
+		printf("Bail out! synthetic page: %s\n", strerror(errno));
+		return 1;
+	}
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	p = atomic_load(&pvread_process);
+	if (!p || !atomic_load(&p->fast_clocks)) {
+		printf("Bail out! the page was not taken\n");
+		return 1;
+	}
+	chose = atomic_load(&p->fast_clocks) & FAST_RDTSCP;
+	tap_result(!chose == !have_rdtscp(),
+		   "the TSC read: rdtscp exactly where CPUID offers it (offered: %s; taken: %s)",
+		   have_rdtscp() ? "yes" : "no",
+		   chose ? "rdtscp" : "lfence; rdtsc");
+	check_read(p, false, "lfence; rdtsc");
+	if (have_rdtscp())
+		check_read(p, true, "rdtscp");
+	else
+		tap_result(1, "rdtscp # SKIP not offered by this CPU");
+	check_ids(p);
+	synthetic_stop(&page);
+	return tap_exit();
+}
