@@ -85,7 +85,7 @@ try_mutant() {
     fi
     # Without -Werror: a mutant may leave a variable or function unused.
     if ! make -s -C "$t/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
-            build/test/read build/test/arith build/test/tsc-read \
+            build/test/read build/test/arith build/test/fast-path \
             build/test/fallback-static \
             >"$t/build.log" 2>&1; then
         { echo "not ok - $name: the mutant does not build"
@@ -97,7 +97,7 @@ try_mutant() {
     # the pipe; the next line they print ends them).
     caught=$(cd "$t/user" &&
              { timeout 120 ./build/test/arith 2>&1 &&
-               timeout 120 ./build/test/tsc-read 2>&1 &&
+               timeout 120 ./build/test/fast-path 2>&1 &&
                timeout 120 ./build/test/fallback-static 2>&1 &&
                timeout 120 ./build/test/read 2>&1 ||
                echo "not ok - the tests exit $? (timeout: 124)"; } |

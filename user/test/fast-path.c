@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
+ * The fast path's own checks, white-box (built on libpvread.a and its
+ * internal header, so that it can set what only the slow path writes).
+ *
  * Both TSC reads of the line: lfence; rdtsc, and rdtscp where the CPU
  * offers it.  The process takes rdtscp where CPUID offers it, as the vDSO
  * does (mapping.c's tsc_read_choice(), kept as FAST_RDTSCP in
@@ -8,7 +11,11 @@
  * every fine clock from a synthetic line page, fast, within the system
  * calls around it and never back.  With FAST_RDTSCP set, the clock ids
  * from PVREAD_NR_CLOCK_BASES up (31 is the bit's own) are the kernel's
- * answer.  Built on libpvread.a and its internal header.
+ * answer.
+ *
+ * The floor: a line reading of a clock that never goes back, below this
+ * process's floor of it while mode_seen says LINE (a fallback of another
+ * thread raised it), is raised to the floor, every time.
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
@@ -133,6 +140,46 @@ static void check_ids(struct process *p)
 		   PVREAD_NR_CLOCK_BASES, bad);
 }
 
+/*
+ * Each steady clock read from the line (mode_seen LINE), then its floor
+ * set 1 s ahead, as a fallback's kernel answer ahead of the line would
+ * raise it: the next 1000 reads each exactly the floor.
+ */
+static void check_floor(struct process *p)
+{
+	static const clockid_t steady[] = { CLOCK_MONOTONIC,
+					    CLOCK_MONOTONIC_RAW,
+					    CLOCK_BOOTTIME };
+	int bad = 0, notline = 0, i;
+	unsigned int c;
+
+	force(p, false);
+	for (c = 0; c < sizeof(steady) / sizeof(steady[0]); c++) {
+		clockid_t clock = steady[c];
+		struct timespec ts;
+		int64_t floor;
+
+		pvread_clock_gettime(clock, &ts);
+		pvread_clock_gettime(clock, &ts);
+		if (atomic_load(&p->mode_seen[clock]) != PVREAD_MODE_LINE) {
+			notline++;
+			continue;
+		}
+		floor = ns_of(&ts) + NSEC_PER_SEC;
+		atomic_store(&p->floors[clock].ns, floor);
+		for (i = 0; i < 1000; i++) {
+			pvread_clock_gettime(clock, &ts);
+			if (ns_of(&ts) != floor && bad++ < 3)
+				printf("# clock %d: %lld, floor %lld\n",
+				       (int)clock, (long long)ns_of(&ts),
+				       (long long)floor);
+		}
+	}
+	tap_result(!bad && !notline,
+		   "a line reading below the floor (mode_seen LINE) is raised to it: MONOTONIC, _RAW, BOOTTIME, 1000 reads each (%d not; %d clocks not in LINE)",
+		   bad, notline);
+}
+
 int main(void)
 {
 	static struct synthetic page;
@@ -140,7 +187,7 @@ int main(void)
 	struct process *p;
 	uint32_t chose;
 
-	tap_plan(4);
+	tap_plan(5);
 	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
 	    pvread_use_page(page.hdr, page.size) ||
 	    synthetic_start(&page, 4000)) {
@@ -164,6 +211,7 @@ int main(void)
 	else
 		tap_result(1, "rdtscp # SKIP not offered by this CPU");
 	check_ids(p);
+	check_floor(p);
 	synthetic_stop(&page);
 	return tap_exit();
 }
