@@ -162,16 +162,30 @@ static ALWAYS_INLINE bool may_be_below_coarse(const struct pvread_header *h,
 }
 
 /*
+ * Why the kernel must answer, @r, read from a header at @seq: unless an
+ * update began since, when what was read says nothing (the module writes
+ * its fields in any order inside an update, mode none before line).
+ */
+static ALWAYS_INLINE enum read_result confirmed(const struct pvread_header *h,
+						uint32_t seq,
+						enum read_result r)
+{
+	RMB();
+	return LOAD(h->seq) == seq ? r : READ_RETRY;
+}
+
+/*
  * The header's state, checked by every attempt after the seq it read:
  * READ_OK while the page is in line mode within this process's tolerance.
  */
 static ALWAYS_INLINE enum read_result header_ok(const struct process *p,
-						const struct pvread_header *h)
+						const struct pvread_header *h,
+						uint32_t seq)
 {
 	if (unlikely(LOAD(h->mode) != PVREAD_MODE_LINE))
-		return READ_NO_MODE;
+		return confirmed(h, seq, READ_NO_MODE);
 	if (unlikely(LOAD(h->error_bound_ns) > p->map.tolerance_ns))
-		return READ_NO_BOUND;
+		return confirmed(h, seq, READ_NO_BOUND);
 	return READ_OK;
 }
 
@@ -206,7 +220,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		       READ_NO_STUCK : READ_BUSY;
 	if (clock_in(CLOCKS_COARSE, clock)) {
 		/* The timekeeper's at its last update. */
-		r = header_ok(p, h);
+		r = header_ok(p, h, seq);
 		if (unlikely(r != READ_OK))
 			return r;
 		b = &h->tk.base[clock];
@@ -233,7 +247,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * seq is not before the line it read.
 		 */
 		tsc = tsc_read(fast);
-		r = header_ok(p, h);
+		r = header_ok(p, h, seq);
 		if (unlikely(r != READ_OK))
 			return r;
 		b = &l->base[clock];
@@ -242,9 +256,9 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		line_rate(l, clock, &mul, &shift);
 		d = pvread_line_delta(tsc, LOAD(l->tsc_timestamp));
 		if (unlikely(d > LOAD(l->tsc_span)))
-			return READ_NO_DELTA;
+			return confirmed(h, seq, READ_NO_DELTA);
 		if (unlikely(!pvread_line_ns(d, mul, shift, snsec, &v.ns)))
-			return READ_NO_INVALID;
+			return confirmed(h, seq, READ_NO_INVALID);
 		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
 		    unlikely(may_be_below_coarse(h, clock, v))) {
 			/* The hold is the slow path's: no call here. */

@@ -16,10 +16,14 @@
  * The floor: a line reading of a clock that never goes back, below this
  * process's floor of it while mode_seen says LINE (a fallback of another
  * thread raised it), is raised to the floor, every time.
+ *
+ * Updates: the module writes mode none, then line, inside each update; a
+ * read that met one mid-way retries, it does not fall back for "mode".
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -30,6 +34,8 @@
 #include "tap.h"
 
 #define READS 20000
+
+static atomic_bool stop_writer;
 #define SLACK_NS 200000LL	/* as test/read.c: the line is steered */
 
 static const clockid_t fine[] = { CLOCK_MONOTONIC, CLOCK_REALTIME,
@@ -180,6 +186,74 @@ static void check_floor(struct process *p)
 		   bad, notline);
 }
 
+/* The module's update, as pvread_publish() writes it, over and over. */
+static void *writer(void *arg)
+{
+	struct synthetic *s = arg;
+	int i;
+
+	while (!atomic_load(&stop_writer)) {
+		synthetic_write_begin(s);
+		__atomic_store_n(&s->hdr->mode, PVREAD_MODE_NONE,
+				 __ATOMIC_RELAXED);
+		for (i = 0; i < 16; i++)
+			_mm_pause();
+		__atomic_store_n(&s->hdr->mode, PVREAD_MODE_LINE,
+				 __ATOMIC_RELAXED);
+		synthetic_write_end(s);
+		for (i = 0; i < 16; i++)
+			_mm_pause();
+	}
+	return NULL;
+}
+
+/*
+ * CLOCK_MONOTONIC reads while a thread writes mode none then line in
+ * update after update (the ticker stopped: one writer), until 50 reads met
+ * an update (retries) or 3 s passed: none falls back for "mode".  A host
+ * where no read met one (no second CPU free) skips, saying so.
+ */
+static void check_updates(struct synthetic *s)
+{
+	struct pvread_stats st0, st1;
+	struct timespec ts;
+	pthread_t t;
+	int64_t until;
+	long n = 0;
+
+	force(atomic_load(&pvread_process), false);
+	synthetic_stop(s);
+	synthetic_line_update(s);
+	pvread_get_stats(&st0);
+	if (pthread_create(&t, NULL, writer, s)) {
+		tap_result(0, "updates: no writer thread");
+		return;
+	}
+	until = sys_ns(CLOCK_MONOTONIC) + 3000000000LL;
+	do {
+		for (int i = 0; i < 1000; i++, n++)
+			pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		pvread_get_stats(&st1);
+	} while (st1.retries - st0.retries < 50 &&
+		 sys_ns(CLOCK_MONOTONIC) < until);
+	atomic_store(&stop_writer, true);
+	pthread_join(t, NULL);
+	pvread_get_stats(&st1);
+	if (st1.retries == st0.retries &&
+	    st1.slow_by_reason[PVREAD_SLOW_MODE] ==
+	    st0.slow_by_reason[PVREAD_SLOW_MODE]) {
+		tap_result(1, "an update writing mode none then line # SKIP no read of %ld met an update in 3 s",
+			   n);
+		return;
+	}
+	tap_result(st1.slow_by_reason[PVREAD_SLOW_MODE] ==
+		   st0.slow_by_reason[PVREAD_SLOW_MODE],
+		   "an update writing mode none then line: %ld reads, %llu retried, %llu fell back for mode",
+		   n, (unsigned long long)(st1.retries - st0.retries),
+		   (unsigned long long)(st1.slow_by_reason[PVREAD_SLOW_MODE] -
+					st0.slow_by_reason[PVREAD_SLOW_MODE]));
+}
+
 int main(void)
 {
 	static struct synthetic page;
@@ -187,7 +261,7 @@ int main(void)
 	struct process *p;
 	uint32_t chose;
 
-	tap_plan(5);
+	tap_plan(6);
 	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
 	    pvread_use_page(page.hdr, page.size) ||
 	    synthetic_start(&page, 4000)) {
@@ -212,6 +286,7 @@ int main(void)
 		tap_result(1, "rdtscp # SKIP not offered by this CPU");
 	check_ids(p);
 	check_floor(p);
+	check_updates(&page);
 	synthetic_stop(&page);
 	return tap_exit();
 }
