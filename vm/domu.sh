@@ -69,9 +69,24 @@ show_logs() {
 		tail -n 20 "$f" | sed 's/^/# | /'
 	done
 }
+# domu_splats: every line of the domU's console, its whole life (boot,
+# suite, shutdown) that pvread_badness.sh names, printed as "domU| LINE" so
+# that vm/run's scan of dom0's console counts each of them as a splat of
+# the machine's; how many, on a line of its own.
+domu_splats() {
+	# shellcheck disable=SC2086 # a list of paths without blanks
+	bad=$(cat $CONLOGS 2>/dev/null | tr -d '\r' |
+		grep -aE '^ *\[ *[0-9]+\.[0-9]+\]' |
+		sh "$here/pvread_badness.sh")
+	splats=$(printf '%s' "$bad" | grep -c '')
+	[ "$splats" -eq 0 ] || printf '%s\n' "$bad" | sed 's/^/domU| /'
+	say "the domU console shows $splats oops/BUG/WARNING/call trace lines"
+}
+
 fail() {
 	say "FAIL: $*"
 	show_logs
+	domu_splats
 	xl destroy $NAME >/dev/null 2>&1
 	exit $FAIL
 }
@@ -257,19 +272,13 @@ while xl domid $NAME >/dev/null 2>&1; do
 	if [ $i -ge 30 ]; then
 		say "FAIL: the domU did not shut down within 30 s of its command's end"
 		show_logs
+		domu_splats
 		xl destroy $NAME
 		exit $FAIL
 	fi
 	sleep 1
 done
-# Kernel splats in the domU, as vm/run scans dom0's console.
-# shellcheck disable=SC2086 # a list of paths without blanks
-bad=$(cat $CONLOGS | tr -d '\r' | grep -aE '^ *\[ *[0-9]+\.[0-9]+\]' |
-	sh "$(dirname "$0")/pvread_badness.sh")
-splats=$(printf '%s' "$bad" | grep -c '')
-if [ "$splats" -ne 0 ]; then
-	say "warning: the domU console shows $splats oops/BUG/WARNING lines:"
-	printf '%s\n' "$bad" | head -n 20 | sed 's/^/# domU console | /'
-fi
+# Kernel splats in the domU, its shutdown included: vm/run counts them.
+domu_splats
 say "domU gone; exit $rc"
 exit "$rc"

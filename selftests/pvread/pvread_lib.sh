@@ -71,13 +71,28 @@ dmesg_bad() {
 	dmesg_since_mark "$1" | sh "$pvread_dir/pvread_badness.sh"
 }
 
-# The kernel log from here on is this script's.
+# The kernel log from here on is this script's, and so is any taint the
+# kernel takes from here on.
 pvread_script_mark=$(pvread_mark "$(basename "$0")")
+pvread_taint0=$(cat /proc/sys/kernel/tainted 2>/dev/null || echo 0)
+
+# pvread_new_taint: the taint flags the kernel took since the script
+# started, less O and E (bits 12 and 13: an out-of-tree, unsigned module,
+# which every load of the suite's modules is); 0 when none.  A WARN leaves
+# W, an oops D, a bad page B, a soft lockup L: each, even one whose lines
+# left the log, is a failure.
+pvread_new_taint() {
+	_t=$(cat /proc/sys/kernel/tainted 2>/dev/null || echo 0)
+	echo $(( _t & ~pvread_taint0 & ~(4096 | 8192) ))
+}
 
 check_dmesg() {
 	bad=$(dmesg_bad "$pvread_script_mark")
 	[ -n "$bad" ] && echo "$bad" | sed 's/^/# dmesg: /'
 	check "dmesg clean (no BUG, WARNING, Oops, Call Trace, refcount)" [ -z "$bad" ]
+	_nt=$(pvread_new_taint)
+	echo "# kernel taint: $pvread_taint0 at the start, $(cat /proc/sys/kernel/tainted 2>/dev/null) now; new beyond O and E: $_nt"
+	check "kernel not tainted by the run (beyond O and E)" [ "$_nt" -eq 0 ]
 }
 
 # pvread_since T0: seconds of uptime since T0 (from /proc/uptime).
