@@ -165,3 +165,16 @@ host_apt_mirror() {
     done
     die "no Debian archive in this host's apt sources: set PVREAD_DEBIAN_MIRROR"
 }
+
+# What the debug-kernel machine vouches for: the module's sources (and the
+# ABI header they compile) by content, and the file that records the
+# digest of the last sources xen417-debug passed on.  vm/check runs that
+# machine in the default run whenever the two differ.
+KMOD_DEBUG_STAMP=$VM_DIR/debug/kmod-passed
+kmod_digest() {
+    local top
+    top=$(cd "$VM_DIR/.." && pwd)
+    (cd "$top" && LC_ALL=C ls kmod/Kbuild kmod/Makefile kmod/pvread_*.[ch] include/uapi/linux/pvread.h |
+        while read -r f; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -d' ' -f1
+}
+kmod_stamp() { sed -n 's/^sha256 //p' "$KMOD_DEBUG_STAMP" 2>/dev/null | head -n1; }

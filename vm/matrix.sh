@@ -197,7 +197,7 @@ matrix_prepare() {
 }
 
 # Results of a run: one line per test outcome, "machine<TAB>result<TAB>test",
-# result pass|fail|skip, in $RESULTS; each test's "# " lines,
+# result pass|fail|skip, and for a skip "<TAB>reason", in $RESULTS; each test's "# " lines,
 # "machine<TAB>test<TAB>line", in $FIGURES; one vm/run status file per boot.
 matrix_init_results() {
     RUNDIR=$1
@@ -210,8 +210,14 @@ matrix_init_results() {
     : >"$FIGURES"
 }
 
-# matrix_record MACHINE RESULT TEST
-matrix_record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
+# matrix_record MACHINE RESULT TEST [REASON]
+matrix_record() {
+    if (($# > 3)); then
+        printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RESULTS"
+    else
+        printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"
+    fi
+}
 
 # matrix_parse MACHINE OUTFILE: the KTAP results of the guest's output, as
 # the tests name them ("ok 3 bounded.monotonic.within_bound", "ok 12 sysfs:
@@ -235,8 +241,10 @@ matrix_parse() {
         if (line ~ /^not ok/) { res = "fail"; sub(/^not ok[ \t]*/, "", line) }
         else sub(/^ok[ \t]*/, "", line)
         sub(/^[0-9]+[ \t]*/, "", line); sub(/^- */, "", line)
+        reason = ""
         if (match(line, /(^|[ \t])#[ \t]*[Ss][Kk][Ii][Pp]/)) {
             reason = substr(line, RSTART + RLENGTH); sub(/^[ \t]*/, "", reason)
+            sub(/[ \t]+$/, "", reason)
             if (res == "pass") res = "skip"
             line = substr(line, 1, RSTART - 1)
             if (line ~ /^[ \t]*$/) line = run != "" ? run : reason
@@ -245,7 +253,7 @@ matrix_parse() {
         }
         sub(/[ \t]+$/, "", line)
         if (line == "") line = run != "" ? run : "(no description)"
-        print m "\t" res "\t" line
+        print m "\t" res "\t" line (res == "skip" ? "\t" reason : "")
         for (i = 1; i <= nd; i++) {
             f = d[i]; sub(/^# ?/, "", f)
             print m "\t" line "\t" f >> figures
@@ -265,6 +273,25 @@ matrix_lost_failures() {
     awk -F'\t' -v OFS='\t' -v boot="$3" '$2 == "fail" { $3 = boot ": " $3; print }' \
         "$RUNDIR/lost.tsv" >>"$RESULTS"
     rm -f "$RUNDIR/lost.tsv"
+}
+
+# matrix_lost_splats MACHINE CONSOLE BOOT: a boot the emulator lost still
+# answers for what its kernels and Xen said before the fault: the splats of
+# CONSOLE up to Xen's "Triple fault" line (what follows is Xen's dump of
+# the dead vCPU), and every domU line domu.sh passed on ("domU| ").  A
+# result "BOOT: kernel console clean before the emulator's fault".
+matrix_lost_splats() {
+    local n
+    n=$(tr -d '\r' <"$2" |
+        awk '/Triple fault - invoking HVM shutdown/ { t = 1 }
+             /^domU\| / || (!t && /^ *(\[ *[0-9]+\.[0-9]+\]|\(XEN\))/)' |
+        sh selftests/pvread/pvread_badness.sh | grep -c '' || true)
+    if ((n == 0)); then
+        matrix_record "$1" pass "$3: kernel console clean before the emulator's fault"
+    else
+        echo "=== $1: $3, lost to the emulator, shows $n splat lines before the fault (see $2)"
+        matrix_record "$1" fail "$3: kernel console clean before the emulator's fault"
+    fi
 }
 
 # matrix_emulator_fault RC OUTFILE: what QEMU TCG's nested SVM did, when a
@@ -335,13 +362,14 @@ matrix_boot() {
         # A lost boot's failures stand (a fault mid-suite must not hide
         # one before it); its passes and the boot itself are not counted.
         echo "=== $name: booted once more: $lost"
-        matrix_record "$name" skip "boot $attempt lost to the emulator"
+        matrix_record "$name" skip "boot $attempt lost to the emulator" "$lost"
         for f in out err console status; do
             [[ ! -e $RUNDIR/$tag.$f ]] || mv "$RUNDIR/$tag.$f" "$RUNDIR/$tag.lost$attempt.$f"
         done
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name (boot $attempt, lost)" "$rc" \
             "-" "-" "-" "${M_PARAMS:--}" "-" "$lost" >>"$MACHINE_ROWS"
         matrix_lost_failures "$name" "$RUNDIR/$tag.lost$attempt.out" "boot $attempt"
+        matrix_lost_splats "$name" "$RUNDIR/$tag.lost$attempt.console" "boot $attempt"
     done
     matrix_parse "$name" "$out"
     reason='' splats=''
@@ -455,4 +483,109 @@ matrix_summary() {
         }' "$FIGURES"
     fi
     ! grep -q $'\tfail\t' "$RESULTS"
+}
+
+# ---- the manifest: what each machine's run must show ----
+# vm/manifest/NAME lists the results machine NAME (or "host", the host's
+# steps) showed in a passing run, one a line, in the order they ran:
+# "pass<TAB>TEST" or "skip<TAB>TEST<TAB>REASON".  A run is held to it, so
+# that a test cannot stop running unnoticed: a listed test that does not
+# show, a pass that became a skip, a skip for another reason (digits aside:
+# reasons carry figures) or without one, or a result the manifest does not
+# list, fails the machine.  A listed skip that now passes is only reported.
+# Not listed: a boot the emulator lost ("boot N ..."), which comes and
+# goes, and the check itself.  vm/check --update-manifest rewrites the
+# files from a run without failures.
+MANIFEST_DIR=$VM_DIR/manifest
+MANIFEST_TEST="results as vm/manifest lists them"
+
+# matrix_manifest_results MACHINE: MACHINE's results of this run in the
+# manifest's form, first appearance first, each once.
+matrix_manifest_results() {
+    awk -F'\t' -v m="$1" -v self="$MANIFEST_TEST" '
+    $1 == m && ($2 == "pass" || $2 == "skip") && $3 != self && $3 !~ /^boot [0-9]+[: ]/ {
+        k = $2 "\t" $3
+        if (k in seen) next
+        seen[k] = 1
+        print ($2 == "skip" ? k "\t" $4 : k)
+    }' "$RESULTS"
+}
+
+# matrix_manifest_check MACHINE...: each MACHINE's results against its
+# manifest; a result "results as vm/manifest lists them" on each.  A
+# machine of the default run without a manifest fails; another skips.
+matrix_manifest_check() {
+    local m f out
+    for m in "$@"; do
+        f=$MANIFEST_DIR/$m
+        if [[ ! -s $f ]]; then
+            if [[ " ${MATRIX_DEFAULT[*]} host " == *" $m "* ]]; then
+                echo "=== manifest: $m is in the default run and has no $f"
+                matrix_record "$m" fail "$MANIFEST_TEST"
+            else
+                matrix_record "$m" skip "$MANIFEST_TEST" "no vm/manifest/$m: vm/check --update-manifest $m writes it"
+            fi
+            continue
+        fi
+        out=$(matrix_manifest_results "$m" | awk -F'\t' -v m="$m" '
+            function norm(r) { gsub(/[0-9]+/, "N", r); return r }
+            FNR == NR {
+                if ($0 ~ /^#/ || $0 ~ /^[ \t]*$/) next
+                want[$1, $2] = 1; why[$2] = $3; order[++n] = $1 "\t" $2
+                next
+            }
+            { got[$1, $2] = 1; gotwhy[$2] = $3; seen[++k] = $1 "\t" $2 }
+            END {
+                bad = 0
+                for (i = 1; i <= n; i++) {
+                    split(order[i], a, "\t")
+                    if ((a[1], a[2]) in got) {
+                        if (a[1] == "skip" && norm(why[a[2]]) != norm(gotwhy[a[2]])) {
+                            printf "%s: skips for another reason: \"%s\", was \"%s\"\n", a[2], gotwhy[a[2]], why[a[2]]; bad = 1
+                        }
+                        continue
+                    }
+                    if (a[1] == "pass" && ("skip", a[2]) in got) {
+                        printf "%s: passed, now skips: %s\n", a[2], gotwhy[a[2]]; bad = 1
+                    } else if (a[1] == "skip" && ("pass", a[2]) in got) {
+                        printf "%s: skipped, now passes (note only: update the manifest)\n", a[2]
+                    } else {
+                        printf "%s: listed as %s, did not show\n", a[2], a[1]; bad = 1
+                    }
+                }
+                for (i = 1; i <= k; i++) {
+                    split(seen[i], a, "\t")
+                    if (a[1] == "skip" && gotwhy[a[2]] == "") {
+                        printf "%s: a skip without its reason\n", a[2]; bad = 1
+                    }
+                    if ((a[1], a[2]) in want) continue
+                    if (a[1] == "pass" && ("skip", a[2]) in want) continue
+                    if (a[1] == "skip" && ("pass", a[2]) in want) continue
+                    printf "%s: %s, not in the manifest\n", a[2], a[1]; bad = 1
+                }
+                exit bad
+            }' "$f" -) && rc=0 || rc=$?
+        if ((rc == 0)); then
+            matrix_record "$m" pass "$MANIFEST_TEST"
+            [[ -z $out ]] || sed "s|^|=== manifest: $m: |" <<<"$out"
+        else
+            sed "s|^|=== manifest: $m: |" <<<"$out"
+            matrix_record "$m" fail "$MANIFEST_TEST"
+        fi
+    done
+}
+
+# matrix_manifest_write MACHINE...: each MACHINE's manifest from this run.
+matrix_manifest_write() {
+    local m f
+    mkdir -p "$MANIFEST_DIR"
+    for m in "$@"; do
+        f=$MANIFEST_DIR/$m
+        {
+            echo "# vm/manifest/$m: the results a run of $m must show (vm/matrix.sh),"
+            echo "# written by vm/check --update-manifest from a run without failures."
+            matrix_manifest_results "$m"
+        } >"$f"
+        echo "=== manifest: wrote $f ($(grep -vc '^#' "$f") results)"
+    done
 }
