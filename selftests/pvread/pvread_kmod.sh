@@ -167,7 +167,9 @@ if [ "$(cat $sys/resumes)" -gt "$r0" ]; then
 	[ "$expect_mode" = line ] &&
 		pvread_sub "pvread_line_rate: suspend" pvread_line_rate
 fi
-skip "suspend: Xen save/restore" "driven by dom0's toolstack: the xen417-domu-save machine (xl save + restore of a domU under a reader)"
+# Xen's save/restore is dom0's toolstack's to drive: the default run's
+# xen417-domu-tscfreq restores a domU under a reader, in line mode and onto
+# another TSC frequency (vm/domu-saverestore.sh).
 pvread-status -w 5 | sed 's/^/# /'
 # How long the timekeeper waited for the module at each update (the
 # notifier, inside its write section) and how long the look at every
