@@ -75,18 +75,22 @@ platform_load() {
             die "$f: PLATFORM_BUILD must name a script in vm/, and PLATFORM_XEN_ELF a Xen"
         return 0
     fi
-    [[ -n $PLATFORM_SUITE && -n $PLATFORM_KSERIES && -n $PLATFORM_IMAGE_PKG &&
-       -n $PLATFORM_IMAGE_PATH && -n $PLATFORM_XEN_PKG && -n $PLATFORM_XEN_ELF ]] ||
-        die "$f must set PLATFORM_SUITE, _KSERIES, _IMAGE_PKG, _IMAGE_PATH, _XEN_PKG and _XEN_ELF"
+    [[ -n $PLATFORM_SUITE && -n $PLATFORM_IMAGE_PKG && -n $PLATFORM_IMAGE_PATH &&
+       -n $PLATFORM_XEN_PKG && -n $PLATFORM_XEN_ELF ]] ||
+        die "$f must set PLATFORM_SUITE, _IMAGE_PKG, _IMAGE_PATH, _XEN_PKG and _XEN_ELF"
+    [[ -z $PLATFORM_KSERIES || $PLATFORM_KSERIES =~ ^[0-9]+\.[0-9]+$ ]] ||
+        die "$f: PLATFORM_KSERIES, when set, is a series such as 5.10 (got '$PLATFORM_KSERIES')"
 }
 
 # The loaded platform's debootstrap'd build root.
 platform_root() { printf '%s\n' "$PVREAD_CACHE/$PLATFORM_SUITE-root"; }
 
 # The file vm/setup-platform leaves in a build root it finished, and which
-# vm/build-kmod-platform requires: one name, bumped when what a root must
-# hold changes (3: sparse), so that an older root is set up again.
-platform_root_complete() { printf '%s\n' "$(platform_root)/.pvread-complete-3"; }
+# vm/build-kmod-platform requires; it holds the headers package and version
+# the root was made for. One name, bumped when what a root must hold
+# changes (3: sparse; 4: the record of its kernel), so that an older root
+# is set up again.
+platform_root_complete() { printf '%s\n' "$(platform_root)/.pvread-complete-4"; }
 
 # The loaded platform's kernel version, recorded by vm/setup-platform.
 platform_kver() {
@@ -178,3 +182,102 @@ kmod_digest() {
         while read -r f; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -d' ' -f1
 }
 kmod_stamp() { sed -n 's/^sha256 //p' "$KMOD_DEBUG_STAMP" 2>/dev/null | head -n1; }
+
+# --- What a platform's suite ships now ------------------------------------------
+# A suite moves (sid with every upload, trixie with each point release), so
+# a platform's kernel and Xen are read from its archive at setup time, not
+# written into vm/platforms/. The reading is done by an apt of the
+# platform's own on the host, in $PVREAD_CACHE/apt-SUITE: it sees that
+# suite alone, as the build root does, and keeps its lists, so that a
+# second run fetches only what changed. Its own config (APT_CONFIG, read
+# before anything else) keeps out the host's sources, pins, dpkg status and
+# apt.conf.d, whose hooks (a cleaner of the host's caches, appstream) are
+# not for this; a proxy of the host's is carried over.
+platform_apt_dir() { printf '%s\n' "$PVREAD_CACHE/apt-$PLATFORM_SUITE"; }
+
+# platform_apt_init MIRROR: the loaded platform's apt, reading MIRROR.
+platform_apt_init() {
+    local dir
+    dir=$(platform_apt_dir)
+    mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/empty"
+    : >>"$dir/status"
+    printf 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n' \
+        "$1" "$PLATFORM_SUITE" >"$dir/sources.list"
+    {
+        printf 'Dir::Etc::main "/dev/null";\nDir::Etc::parts "%s";\n' "$dir/empty"
+        printf 'Dir::Etc::sourcelist "%s";\nDir::Etc::sourceparts "%s";\n' "$dir/sources.list" "$dir/empty"
+        printf 'Dir::Etc::preferences "/dev/null";\nDir::Etc::preferencesparts "%s";\n' "$dir/empty"
+        printf 'Dir::State "%s";\nDir::State::lists "%s";\nDir::State::status "%s";\n' \
+            "$dir" "$dir/lists" "$dir/status"
+        printf 'Dir::Cache "%s";\n' "$dir/cache"
+        printf 'APT::Architecture "amd64";\nAPT::Architectures { "amd64"; };\n'
+        # Lists kept compressed: a suite's Packages is about 60 MB unpacked.
+        printf 'Acquire::Languages "none";\nAcquire::GzipIndexes "true";\n'
+        # An archive whose Release is past its Valid-Until (a snapshot kept
+        # for a while) is still the one the packages come from; signatures
+        # are still checked. Root writes into root's cache: no _apt.
+        printf 'Acquire::Check-Valid-Until "false";\nAPT::Sandbox::User "root";\n'
+        env -u APT_CONFIG apt-config dump 2>/dev/null |
+            grep -E '^Acquire::(http|https|ftp)::Proxy' || true
+    } >"$dir/apt.conf"
+}
+
+platform_apt() { APT_CONFIG=$(platform_apt_dir)/apt.conf apt-get -q "$@"; }
+platform_apt_cache() { APT_CONFIG=$(platform_apt_dir)/apt.conf apt-cache "$@"; }
+
+# platform_apt_update: the suite's lists as the archive has them now; on
+# failure they stay as they were, the output is in update.log beside them.
+platform_apt_update() {
+    local dir
+    dir=$(platform_apt_dir)
+    platform_apt update --error-on=any >"$dir/update.log" 2>&1
+}
+
+# platform_apt_date: the Date of the suite's Release in the lists (empty
+# if there are none yet).
+platform_apt_date() {
+    local f
+    for f in "$(platform_apt_dir)"/lists/*_dists_"$PLATFORM_SUITE"_*Release; do
+        [[ -s $f ]] && sed -n 's/^Date: //p' "$f" | head -n1 && return 0
+    done
+    return 0
+}
+
+# platform_candidate PKG: the version of PKG in the suite's lists (empty if
+# it has none).
+platform_candidate() {
+    platform_apt_cache show --no-all-versions "$1" 2>/dev/null |
+        sed -n 's/^Version: //p' | head -n1
+}
+
+# platform_resolve: from the suite's lists, the kernel and Xen the loaded
+# platform takes now:
+#   PLATFORM_KVER           the ABI the suite's linux-headers-amd64 depends
+#                           on (within PLATFORM_KSERIES, if the platform
+#                           pins a series), e.g. 7.2.13+deb14-amd64
+#   PLATFORM_HEADERS_VER    the version of linux-headers-$PLATFORM_KVER
+#   PLATFORM_IMAGE          PLATFORM_IMAGE_PKG for it, and
+#   PLATFORM_IMAGE_VER      its version
+#   PLATFORM_XEN_VER        the version of PLATFORM_XEN_PKG
+platform_resolve() {
+    local deps dep
+    PLATFORM_KVER='' PLATFORM_HEADERS_VER='' PLATFORM_IMAGE='' PLATFORM_IMAGE_VER='' PLATFORM_XEN_VER=''
+    deps=$(platform_apt_cache show --no-all-versions linux-headers-amd64 2>/dev/null |
+           sed -n 's/^Depends: //p' | head -n1)
+    [[ -n $deps ]] || die "$PLATFORM_SUITE has no linux-headers-amd64 (lists: $(platform_apt_dir)/lists)"
+    while read -r dep; do
+        [[ $dep =~ ^linux-headers-([0-9][^ ]*-amd64)( |$) ]] || continue
+        [[ -z $PLATFORM_KSERIES || ${BASH_REMATCH[1]} == "$PLATFORM_KSERIES".* ]] || continue
+        PLATFORM_KVER=${BASH_REMATCH[1]}
+        break
+    done < <(tr ',' '\n' <<<"$deps" | sed 's/^ *//')
+    [[ -n $PLATFORM_KVER ]] ||
+        die "$PLATFORM_SUITE's linux-headers-amd64 names no ${PLATFORM_KSERIES:+Linux $PLATFORM_KSERIES (the series vm/platforms/$PLATFORM pins) }kernel: it depends on $deps"
+    PLATFORM_HEADERS_VER=$(platform_candidate "linux-headers-$PLATFORM_KVER")
+    [[ -n $PLATFORM_HEADERS_VER ]] || die "$PLATFORM_SUITE has no linux-headers-$PLATFORM_KVER"
+    PLATFORM_IMAGE=${PLATFORM_IMAGE_PKG//@KVER@/$PLATFORM_KVER}
+    PLATFORM_IMAGE_VER=$(platform_candidate "$PLATFORM_IMAGE")
+    [[ -n $PLATFORM_IMAGE_VER ]] || die "$PLATFORM_SUITE has no $PLATFORM_IMAGE"
+    PLATFORM_XEN_VER=$(platform_candidate "$PLATFORM_XEN_PKG")
+    [[ -n $PLATFORM_XEN_VER ]] || die "$PLATFORM_SUITE has no $PLATFORM_XEN_PKG"
+}
