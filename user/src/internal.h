@@ -281,6 +281,29 @@ struct attempts {
 };
 
 /*
+ * A TSC read not taken before the loads that precede it: lfence; rdtsc,
+ * which every x86-64 CPU has.  The read path takes tsc_read() instead.
+ * One asm statement, so that no compiler puts anything between the two
+ * (gcc -O0 put a nop there for the debugger); a compiler barrier, as
+ * _mm_lfence() is: no load of the page moves across it.
+ *
+ * Every rdtsc in the library is this one, even where nothing needs the
+ * order (the waits' limits, below): so that test/tsc-order.sh can require
+ * lfence right before each rdtsc in the built code, with no list of
+ * exceptions to go stale.  A wait pauses anyway; the lfence costs it
+ * nothing that matters.
+ */
+static ALWAYS_INLINE uint64_t tsc_ordered(void)
+{
+	/* 64 bits: rdtsc zeroes the upper halves, no zero-extension needed. */
+	uint64_t lo, hi;
+
+	__asm__ __volatile__("lfence\n\trdtsc" : "=a"(lo), "=d"(hi) : :
+			     "memory");
+	return hi << 32 | lo;
+}
+
+/*
  * An update is being written: by the kernel's timekeeper, interrupts off,
  * which a system call would wait for too, or by Xen.  It takes a moment,
  * unless the writer's vCPU is stalled by its host, so wait as the kernel
@@ -289,7 +312,7 @@ struct attempts {
  */
 static inline bool wait_for_writer(uint64_t *since)
 {
-	uint64_t now = __rdtsc();
+	uint64_t now = tsc_ordered();
 
 	if (!*since)
 		*since = now;
@@ -297,16 +320,6 @@ static inline bool wait_for_writer(uint64_t *since)
 		return false;
 	_mm_pause();
 	return true;
-}
-
-/*
- * A TSC read not taken before the loads that precede it: lfence; rdtsc,
- * which every x86-64 CPU has.  The read path takes tsc_read() instead.
- */
-static ALWAYS_INLINE uint64_t tsc_ordered(void)
-{
-	_mm_lfence();
-	return __rdtsc();
 }
 
 /*

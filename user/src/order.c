@@ -111,7 +111,7 @@ bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 		seq = LOAD(h->seq);
 		RMB();
 		if (seq & 1) {
-			uint64_t now = __rdtsc();
+			uint64_t now = tsc_ordered();
 
 			if (seq == atomic_load_explicit(&p->stuck_seq,
 							memory_order_relaxed))
