@@ -1,0 +1,135 @@
+#!/bin/bash
+# user/test/tsc-order.sh — the built library reads the TSC in order.
+#
+#   user/test/tsc-order.sh LIB...   (libpvread.so, libpvread.a, the shim)
+#
+# A TSC read taken before the page's loads that precede it gives a time
+# from before the line it is computed with.  Neither the host tests nor a
+# guest under TCG or with an emulated TSC can show that reordering, so
+# this looks at the code the compiler made instead (objdump -d, or
+# $OBJDUMP: GNU's or LLVM's), with the vDSO's rule (the kernel's rdtsc_ordered()): a TSC
+# read is rdtscp, or rdtsc with lfence right before it.  For each LIB:
+#   - every rdtsc in it has lfence as the instruction right before it, in
+#     the same function, and no direct jump or call lands on the rdtsc
+#     (which would skip the lfence);
+#   - pvread_clock_gettime() holds both reads the read path chooses from
+#     at run time (src/internal.h's tsc_read()): rdtscp, and lfence; rdtsc.
+# One "ok"/"not ok" line per LIB, then "# all passed" or "# FAILED".
+set -euo pipefail
+
+# The function that must hold both ordered reads: the fast path.
+fast_path=pvread_clock_gettime
+objdump=${OBJDUMP:-objdump}
+failed=0
+
+# Diagnostics as TAP comments.
+comment() { sed 's/^/#   /'; }
+
+(($#)) || { echo "usage: $0 LIB..." >&2; exit 2; }
+if ! command -v "$objdump" >/dev/null; then
+    # Not a SKIP: without it nothing here is checked, and binutils comes
+    # with every toolchain that builds the library.
+    echo "not ok - tsc order: no $objdump to disassemble the library with"
+    echo "# FAILED"
+    exit 1
+fi
+
+for lib in "$@"; do
+    if [[ ! -f $lib ]]; then
+        echo "not ok - tsc order: no $lib (build it first)"
+        failed=1
+        continue
+    fi
+    # Addresses are compared as objdump prints them (hex, no padding),
+    # within one member and section: an archive's members, and each
+    # object's .text and .text.unlikely, all start at 0.
+    if ! dis=$(LC_ALL=C "$objdump" -d --no-show-raw-insn "$lib" 2>&1); then
+        echo "not ok - tsc order: $objdump -d $lib fails"
+        tail -5 <<<"$dis" | comment
+        failed=1
+        continue
+    fi
+    if ! verdict=$(awk -v fast="$fast_path" -v lib="$lib" '
+        function where(i) {
+            return (member[i] == lib ? "" : member[i] " ") \
+                sect[i] " 0x" addr[i] " in " fn[i] "()"
+        }
+        /[ \t]file format / { m = $1; sub(/:$/, "", m); prev = ""; next }
+        /^Disassembly of section / {
+            s = $4; sub(/:$/, "", s); prev = ""; next
+        }
+        /^[0-9a-f]+ <.*>:$/ {
+            f = $2; gsub(/^<|>:$/, "", f); prev = ""; next
+        }
+        # "addr:<tab>insn operands" (GNU), "addr: <tab>insn<tab>0xaddr"
+        # (llvm-objdump).
+        /^ *[0-9a-f]+:[ \t]*\t/ {
+            a = $1; sub(/:$/, "", a)
+            insn = $0
+            sub(/^ *[0-9a-f]+:[ \t]*/, "", insn)
+            gsub(/\t/, " ", insn)
+            # Prefixes objdump prints as words before a jump.
+            while (insn ~ /^(bnd|notrack|rex\.?[a-zA-Z]*|cs|ds) /)
+                sub(/^[^ ]+ /, "", insn)
+            n = split(insn, w, / +/)
+            mn = w[1]
+            t = w[2]
+            sub(/^0x/, "", t)
+            if (mn ~ /^(j[a-z]+|call[a-z]*|loop[a-z]*|xbegin)$/ &&
+                n >= 2 && t ~ /^[0-9a-f]+$/)
+                target[m SUBSEP s SUBSEP t] = 1
+            if (mn == "rdtsc" || mn == "rdtscp") {
+                k++
+                member[k] = m; sect[k] = s; fn[k] = f; addr[k] = a
+                kind[k] = mn; before[k] = prev
+            }
+            prev = mn
+            next
+        }
+        END {
+            bad = 0; plain = 0; fenced_in_fast = 0; rdtscp_in_fast = 0
+            for (i = 1; i <= k; i++) {
+                if (kind[i] == "rdtscp") {
+                    if (fn[i] == fast)
+                        rdtscp_in_fast++
+                    continue
+                }
+                plain++
+                if (before[i] != "lfence") {
+                    print "rdtsc at " where(i) " after " \
+                        (before[i] == "" ? "the start of the function" : before[i]) \
+                        ", not lfence"
+                    bad = 1
+                } else if ((member[i] SUBSEP sect[i] SUBSEP addr[i]) in target) {
+                    print "rdtsc at " where(i) " is a jump target: a path skips its lfence"
+                    bad = 1
+                } else if (fn[i] == fast) {
+                    fenced_in_fast++
+                }
+            }
+            if (!rdtscp_in_fast) {
+                print fast "() has no rdtscp"
+                bad = 1
+            }
+            if (!fenced_in_fast) {
+                print fast "() has no lfence; rdtsc"
+                bad = 1
+            }
+            if (!bad)
+                printf "every one of its %d rdtsc right after lfence; %s() reads rdtscp (%d) and lfence; rdtsc (%d)\n",
+                    plain, fast, rdtscp_in_fast, fenced_in_fast
+            exit bad
+        }' <<<"$dis"); then
+        echo "not ok - tsc order: $lib: the TSC read unordered"
+        comment <<<"$verdict"
+        failed=1
+    else
+        echo "ok - tsc order: $lib: $verdict"
+    fi
+done
+
+if ((failed)); then
+    echo "# FAILED"
+    exit 1
+fi
+echo "# all passed"
