@@ -7,9 +7,11 @@
 # Each mutant is an exact edit of user/src/*.c or *.h (a perl substitution
 # that must match once: a source change that moves the text makes the
 # script fail, not pass). The tree is copied to a temporary directory, the
-# edit applied there, the unit tests built and run (one mutant per CPU at a
-# time, PVREAD_MUTANT_JOBS to change it); a mutant is killed when
-# some test says "not ok" or the tests exit non-zero, or time out (120 s).
+# edit applied there, the unit tests built and run, and the built
+# libpvread.a's TSC reads checked (test/tsc-order.sh: no test that runs
+# the code can see them out of order), one mutant per CPU at a time
+# (PVREAD_MUTANT_JOBS to change it); a mutant is killed when some test
+# says "not ok" or the tests exit non-zero, or time out (120 s).
 # Prints one line per mutant and exits 0 only if every one was killed.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -63,6 +65,10 @@ MUTANTS=(
     "get-info-fills-0.4-fields|src/info.c|s{#define INFO_SIZE_0_2 offsetof\(struct pvread_info, disruptions\)}{#define INFO_SIZE_0_2 sizeof(struct pvread_info)}s"
     "vdso-not-used|src/kernel.c|s{vdso_sym\(base, \"__vdso_clock_gettime\"\)}{NULL}s"
     "hold-given-up-when-the-line-cannot-be-read|src/order.c|s{\tif \(won\) \{\n\t\tseen = MODE_SEEN_HOLDING;\n\t\tatomic_compare_exchange_strong\(seen_p, &seen, held \?\n\t\t\t\t\t       PVREAD_MODE_NONE :\n\t\t\t\t\t       PVREAD_MODE_LINE\);}{\tif (won) \{\n\t\tseen = MODE_SEEN_HOLDING;\n\t\tatomic_compare_exchange_strong(seen_p, &seen, PVREAD_MODE_NONE);}s"
+    "tsc-read-without-lfence|src/internal.h|s{\"lfence\\\\n\\\\trdtsc\"}{\"rdtsc\"}s"
+    "tsc-read-rdtsc-for-rdtscp|src/internal.h|s{__asm__ __volatile__\(\"rdtscp\"}{__asm__ __volatile__(\"rdtsc\"}s"
+    "line-hold-tsc-unordered|src/order.c|s{\t\ttsc = tsc_ordered\(\);}{\t\ttsc = __rdtsc();}s"
+    "pvclock-sample-tsc-unordered|src/info.c|s{\ts->tsc = tsc_ordered\(\);}{\ts->tsc = __rdtsc();}s"
 )
 
 want=("$@")
@@ -95,14 +101,18 @@ try_mutant() {
         return
     fi
     # The first "not ok" is enough: stop the tests there (grep -m1 closes
-    # the pipe; the next line they print ends them).
+    # the pipe; the next line they print ends them).  The TSC order first,
+    # a second's work; libpvread.a only, the objects the tests link: the
+    # shared ones come from the same source, and building them would
+    # double each mutant's compile.
     caught=$(cd "$t/user" &&
-             { timeout 120 ./build/test/arith 2>&1 &&
+             { timeout 120 ./test/tsc-order.sh build/libpvread.a 2>&1 &&
+               timeout 120 ./build/test/arith 2>&1 &&
                timeout 120 ./build/test/fast-path 2>&1 &&
                timeout 120 ./build/test/fallback-static 2>&1 &&
                timeout 120 ./build/test/read 2>&1 ||
                echo "not ok - the tests exit $? (timeout: 124)"; } |
-             grep -m1 -E '^not ok' | sed 's/^not ok [0-9]* - //')
+             grep -m1 -E '^not ok' | sed -E 's/^not ok ([0-9]+ )?- //')
     if [[ -n $caught ]]; then
         echo "ok - $name: killed ($caught)" >"$tmp/$n.res"
         echo killed >"$tmp/$n.verdict"
