@@ -42,6 +42,9 @@ matrix_spec() {
     M_RUN+=("${opts[@]}")
     M_SCRIPT=$MACHINE_SUITE M_KMOD=$MACHINE_PAYLOAD
     M_PARAMS=$MACHINE_PARAMS M_EXPECT=$MACHINE_EXPECT
+    # The host CPUs the machine keeps busy: QEMU TCG runs a thread a
+    # vCPU; a domU machine's are Xen's pCPUs (default 2).
+    M_HOST_CPUS=${MACHINE_SMP:-2}
 }
 
 # matrix_check_names NAME...: die on an unknown machine name, or on
