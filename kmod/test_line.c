@@ -9,7 +9,9 @@
  *    stays above the old one for the guard after the anchor (a reader may
  *    still be on the old line then);
  *  - a line started afresh (after the old one ended) starts at or above
- *    where the old one stood.
+ *    where the old one stood;
+ *  - steering turns a line by at most the slew limit, towards the
+ *    kernel's clock (selftests' pvread_line_rate allows no more).
  * Rates from a 4 MHz to a 16 GHz TSC, steered by up to the slew limit or
  * changed by any amount (a restore onto another host), anchors at 0, 1,
  * the span's edges and at random, guards from 1 tick to a whole span.
@@ -161,12 +163,52 @@ static long fits_edges(void)
 	return bad;
 }
 
+/*
+ * pvread_steer() turns a line by at most PVREAD_LINE_MAX_SLEW_PPM of its
+ * rate, towards the kernel's clock: what pvread_line_rate's limit rests
+ * on.  Leads at the clamp's edges and far beyond it, at random rates.
+ * The widest turn, in ppm, goes to *@widest.
+ */
+static long steer_within(long rounds, double *widest)
+{
+	static const s64 edges[] = {
+		0, 1, -1, 999999, 1000000, 1000001, -999999, -1000000,
+		-1000001, (s64)1 << 40, -((s64)1 << 40), INT64_MAX, INT64_MIN,
+	};
+	const unsigned int nr = sizeof(edges) / sizeof(edges[0]);
+	long i, bad = 0;
+	u64 rate, turned;
+	i128 turn, size;
+	s64 lead;
+
+	*widest = 0;
+	for (i = 0; i < rounds; i++) {
+		rate = rnd_rate();
+		lead = i < (long)nr ? edges[i] :
+		       (s64)rnd_below(40000001) - 20000000;
+		turned = pvread_steer(rate, lead);
+		turn = (i128)turned - rate;
+		size = turn < 0 ? -turn : turn;
+		if ((double)size * 1e6 / rate > *widest)
+			*widest = (double)size * 1e6 / rate;
+		if (size * 1000000 <= (i128)rate * PVREAD_LINE_MAX_SLEW_PPM &&
+		    (lead <= 0 || turn <= 0) && (lead >= 0 || turn >= 0))
+			continue;
+		if (bad++ < 3)
+			printf("# steer: rate %" PRIu64 ", lead %" PRId64 " ns: turned to %" PRIu64 "\n",
+			       rate, lead, turned);
+	}
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	long rounds = argc > 1 ? atol(argv[1]) : 2000000, i;
 	struct tally t = { .worst_guard = (i128)INT64_MAX << 32 };
 	struct pvread_run r = { 0 }, old;
 	u64 rate = rnd_rate(), span, guard, d, x, nrate;
+	long steered;
+	double widest;
 	i128 margin;
 	bool ok;
 
@@ -230,5 +272,10 @@ int main(int argc, char **argv)
 	ok = !t.within && !t.at_anchor && !t.guard && !t.start && !unfit;
 	printf("%s - the module's line never decreases, never starts below the old one within the guard, and readers' 64 bits hold it\n",
 	       ok ? "ok 1" : "not ok 1");
-	return !ok;
+	steered = steer_within(rounds, &widest);
+	printf("# steer: %ld leads, %ld turned too far or the wrong way; widest turn %.3f ppm (limit %d)\n",
+	       rounds, steered, widest, PVREAD_LINE_MAX_SLEW_PPM);
+	printf("%s - the module turns a line by at most PVREAD_LINE_MAX_SLEW_PPM, towards the kernel's clock\n",
+	       steered ? "not ok 2" : "ok 2");
+	return !ok || steered;
 }
