@@ -9,6 +9,15 @@
 #include "pvread_harness.h"
 
 #define BATCH 64
+/*
+ * A sample goes unchecked when Xen rewrote the record during its batch:
+ * rare on a pinned reader.  Measured (27 Nov 2026, dom0s of 1 and 2
+ * vCPUs, 10^4 and 10^5 reads a vCPU, eight vCPU runs): 98.7 % to 100 %
+ * checked.  Nine in ten leaves room for a guest whose vCPUs Xen switches
+ * more often, and fails a library that reports a stale record version
+ * for one sample in eight.
+ */
+#define MIN_CHECKED_PCT 90
 
 FIXTURE(exact) {
 	struct pvst_cpus cpus;
@@ -60,7 +69,7 @@ TEST_F_TIMEOUT(exact, records_update, 300)
 /*
  * Batches of library samples between two reference ioctls: a sample is
  * judged when all three are on the vCPU and the record was not rewritten
- * in between, which must be most of them.
+ * in between, which must be MIN_CHECKED_PCT of them.
  */
 TEST_F_TIMEOUT(exact, per_vcpu, 300)
 {
@@ -113,10 +122,13 @@ TEST_F_TIMEOUT(exact, per_vcpu, 300)
 						       (unsigned long long)after.cycles);
 			}
 		}
-		ksft_print_msg("cpu%d: %ld reads, %ld checked, %ld skipped (record rewritten), %ld on a wrong cpu, %ld violations\n",
-			       cpu, reads, checked, changed, wrong_cpu,
+		ksft_print_msg("cpu%d: %ld reads, %ld checked (%.2f %%, want >= %d %%), %ld skipped (record rewritten), %ld on a wrong cpu, %ld violations\n",
+			       cpu, reads, checked,
+			       reads ? 100.0 * checked / reads : 0.0,
+			       MIN_CHECKED_PCT, changed, wrong_cpu,
 			       violations);
-		bad_cpus += checked < reads / 2 || violations || wrong_cpu;
+		bad_cpus += checked * 100 < reads * MIN_CHECKED_PCT ||
+			    violations || wrong_cpu;
 	}
 	pvst_unpin(&self->cpus);
 	EXPECT_EQ(0, bad_cpus);
