@@ -71,14 +71,21 @@ elif [ "$where" = xen ]; then
 	# clocks from the shim's fast path, within the published error bound of
 	# the kernel's answer there (raw system calls), never back.  By path:
 	# the shell would run busybox's unshare, which has no time namespaces.
+	# Fast: at least 99 % of the reads (measured: all of them, 10^6 of
+	# 10^6 for each clock on xen417-1cpu, 27 Nov 2026; the loops above,
+	# outside a namespace, allow no fallback at all), so that a namespace
+	# read sent to the kernel once in a hundred fails.
+	ns_n=1000000
+	ns_min=$((ns_n / 100 * 99))
 	for call in clock_gettime boottime monotonic_raw; do
 		out=$(LD_PRELOAD=$shim /usr/bin/unshare --time --monotonic 86400 \
-			--boottime 172800 --fork timeloop -c -e $call 1000000)
+			--boottime 172800 --fork timeloop -c -e $call $ns_n)
 		rc=$?
 		echo "$out" | sed 's/^/# time namespace: /'
 		fast=$(echo "$out" | sed -n 's/^timeloop: libpvread: \([0-9]*\) fast.*/\1/p')
+		echo "# time namespace: $call: ${fast:-no} of $ns_n reads fast (want >= $ns_min)"
 		check "shim in a time namespace: $call fast, within the bound, never back" \
-			[ $rc -eq 0 -a "${fast:-0}" -ge 500000 ]
+			[ $rc -eq 0 -a "${fast:-0}" -ge $ns_min ]
 	done
 	unset PVREAD_MAX_ERROR_NS
 fi
