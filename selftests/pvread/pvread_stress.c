@@ -84,9 +84,10 @@ struct reader {
 /* The page's count of resumes since load (header.disruptions). */
 static uint64_t page_disruptions(void)
 {
-	const volatile struct pvread_header *h = (const void *)pvst_map();
+	const struct pvread_header *h = (const void *)pvst_map();
 
-	return h->disruptions;
+	/* A count: no seq needed, but a load each time. */
+	return __atomic_load_n(&h->disruptions, __ATOMIC_RELAXED);
 }
 
 /*
