@@ -11,11 +11,11 @@
 #define BATCH 64
 /*
  * A sample goes unchecked when Xen rewrote the record during its batch:
- * rare on a pinned reader.  Measured (27 Nov 2026, dom0s of 1 and 2
- * vCPUs, 10^4 and 10^5 reads a vCPU, eight vCPU runs): 98.7 % to 100 %
- * checked.  Nine in ten leaves room for a guest whose vCPUs Xen switches
- * more often, and fails a library that reports a stale record version
- * for one sample in eight.
+ * rare on a pinned reader.  Measured (27 Nov 2026: xen417-1cpu,
+ * bullseye-2cpu, xen420-2cpu, 10^4 and 10^5 reads a vCPU): 98.7 % to
+ * 100 % checked.  Nine in ten leaves room for a guest whose vCPUs Xen
+ * switches more often, and fails a library that reports a stale record
+ * version for one sample in eight.
  */
 #define MIN_CHECKED_PCT 90
 
