@@ -336,41 +336,44 @@ static inline uint32_t pvst_page_mode(void)
 
 /* ---- the bracket: a library read between two system calls ---- */
 
-static inline uint64_t pvst_bound_now(void)
-{
-	struct pvread_info info;
-
-	pvread_get_info(&info);
-	return info.error_bound_ns;
-}
-
 struct pvst_bracket {
 	int64_t value;		/* the library's reading */
+	int64_t before, after;	/* the kernel's, by the system calls */
 	int64_t dev;		/* how far outside [before, after]; 0 inside */
 	bool ahead;		/* outside, after the second call */
 	uint64_t bound;		/* the bound published around the read */
+	uint64_t spread;	/* the records' spread published around it */
 };
+
+/* @b's deviation and side, from its reading and the kernel's two. */
+static inline void pvst_bracket_judge(struct pvst_bracket *b)
+{
+	b->ahead = b->value > b->after;
+	b->dev = b->value < b->before ? b->before - b->value :
+		 (b->value > b->after ? b->value - b->after : 0);
+}
 
 /*
  * One read of @clock through the library, between two system calls:
- * beyond the bound when b->dev > b->bound.
+ * beyond the bound when b->dev > b->bound.  The bound and the spread are
+ * the larger of what the page said before and after: an update may fall
+ * in between.
  */
 static inline void pvst_bracket(clockid_t clock, struct pvst_bracket *b)
 {
+	struct pvread_info i0, i1;
 	struct timespec ts;
-	uint64_t b0, b1;
-	int64_t s1, s2;
 
-	b0 = pvst_bound_now();
-	s1 = pvst_sys_ns(clock);
+	pvread_get_info(&i0);
+	b->before = pvst_sys_ns(clock);
 	pvread_clock_gettime(clock, &ts);
-	s2 = pvst_sys_ns(clock);
-	b1 = pvst_bound_now();
-	b->bound = b0 > b1 ? b0 : b1;
+	b->after = pvst_sys_ns(clock);
+	pvread_get_info(&i1);
+	b->bound = i0.error_bound_ns > i1.error_bound_ns ? i0.error_bound_ns :
+							   i1.error_bound_ns;
+	b->spread = i0.spread_ns > i1.spread_ns ? i0.spread_ns : i1.spread_ns;
 	b->value = pvst_ns(&ts);
-	b->ahead = b->value > s2;
-	b->dev = b->value < s1 ? s1 - b->value :
-				 (b->value > s2 ? b->value - s2 : 0);
+	pvst_bracket_judge(b);
 }
 
 /* ---- exactness: the library's pvclock is the kernel's ---- */
