@@ -71,23 +71,33 @@ static inline const char *pvst_why_no_line(const char *what)
 }
 
 /*
+ * The main() of PVREAD_XEN_LINE_HARNESS_MAIN, for a program that takes
+ * options of its own first (and leaves the harness's in @argv): in mode
+ * none the whole program is a skip that says why.
+ */
+static inline int pvst_xen_line_main(int argc, char **argv, const char *what)
+{
+	const char *why = pvst_why_not_xen();
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	setenv("PVREAD_MAX_ERROR_NS", PVREAD_TEST_TOLERANCE_NS, 1);
+	if (!why)
+		why = pvst_why_no_line(what);
+	if (why) {
+		ksft_print_header();
+		ksft_exit_skip("%s\n", why);
+	}
+	return test_harness_run(argc, argv);
+}
+
+/*
  * PVREAD_XEN_HARNESS_MAIN for a program that tests the line (@what it
- * tests): in mode none the whole program is a skip that says why.
+ * tests).
  */
 #define PVREAD_XEN_LINE_HARNESS_MAIN(what)				\
 	int main(int argc, char **argv)					\
 	{								\
-		const char *why = pvst_why_not_xen();			\
-									\
-		setvbuf(stdout, NULL, _IOLBF, 0);			\
-		setenv("PVREAD_MAX_ERROR_NS", PVREAD_TEST_TOLERANCE_NS, 1); \
-		if (!why)						\
-			why = pvst_why_no_line(what);			\
-		if (why) {						\
-			ksft_print_header();				\
-			ksft_exit_skip("%s\n", why);			\
-		}							\
-		return test_harness_run(argc, argv);			\
+		return pvst_xen_line_main(argc, argv, what);		\
 	}
 
 #endif /* PVREAD_HARNESS_H */
