@@ -132,6 +132,25 @@ pvread_sub() {
 	fi
 }
 
+# pvread_control NAME PATTERN COMMAND...: a negative control: COMMAND, a
+# test program made to see a clock that is wrong by a known amount, must
+# fail the check that looks for it.  NAME passes when COMMAND exits 1 (a
+# test failed) and its output has a line matching PATTERN (grep -E), that
+# check's own words: a crash, a skip or a failure that left no such line
+# does not count.  Its output goes on "# " lines, where its own results
+# ("not ok ...") are figures of NAME, not results of this run.
+pvread_control() {
+	_pvread_name=$1 _pvread_pat=$2
+	shift 2
+	_pvread_out=$("$@" 2>&1)
+	_pvread_rc=$?
+	printf '%s\n' "$_pvread_out" | sed 's/^/# control| /'
+	echo "# $_pvread_name: exit $_pvread_rc"
+	check "$_pvread_name" sh -c \
+		'[ "$0" -eq 1 ] && printf "%s\n" "$1" | grep -qE "$2"' \
+		"$_pvread_rc" "$_pvread_out" "$_pvread_pat"
+}
+
 # pvread_run PROG [ARGS...]: a test program, as the subtest PROG.
 pvread_run() {
 	pvread_sub "${1##*/}" "$@"

@@ -61,6 +61,26 @@ reads=10000000
 pvread_run pvread_order --expect-mode "$expect_mode" --reads "$reads"
 pvread_state "after pvread_order"
 
+# Negative controls, in line mode (in mode none the kernel answers every
+# read: no line to offset, and the order is the kernel's): each check must
+# be seen to fail on a clock wrong by a known amount, in every run.  A line
+# 50 us ahead of the kernel: far below the published bound (hundreds of
+# us under the emulator), a few times the tight limit (the spread, some
+# hundreds of ns, plus a bracket of about one 20 us system call).  Reader
+# 0 of pvread_order 100 us behind the others: more than a thread switch
+# on one vCPU, where the readers take turns.  Short runs: a few thousand
+# reads, a second.
+if [ "$expect_mode" = line ]; then
+	pvread_control "negative control: pvread_bounded --offset 50000 fails" \
+		'^# CLOCK_MONOTONIC: tight limit .* [1-9][0-9]* beyond the tight limit' \
+		env PVREAD_TEST_READS=2000 PVREAD_TEST_SECONDS=0 \
+		pvread_bounded --offset 50000 -v monotonic
+	pvread_control "negative control: pvread_order --skew 100000 fails" \
+		'^# order: threads: [1-9][0-9]* of [0-9]+ out of order' \
+		pvread_order --expect-mode line --only threads --reads 100000 \
+		--seconds 1 --skew 100000
+fi
+
 # Every clock on every vCPU, >= 10^7 reads, while the vCPUs are switched,
 # the clock is stepped and slewed, a vCPU is unplugged and the module is
 # unloaded and reloaded (both must be refused) -- in the machine's mode:
