@@ -248,12 +248,14 @@ static void check_updates(struct synthetic *s)
 			   n);
 		return;
 	}
+	/* The figures on a "# " line: the result's name is the same every run. */
+	printf("# an update writing mode none then line: %ld reads, %llu retried, %llu fell back for mode\n",
+	       n, (unsigned long long)(st1.retries - st0.retries),
+	       (unsigned long long)(st1.slow_by_reason[PVREAD_SLOW_MODE] -
+				    st0.slow_by_reason[PVREAD_SLOW_MODE]));
 	tap_result(st1.slow_by_reason[PVREAD_SLOW_MODE] ==
 		   st0.slow_by_reason[PVREAD_SLOW_MODE],
-		   "an update writing mode none then line: %ld reads, %llu retried, %llu fell back for mode",
-		   n, (unsigned long long)(st1.retries - st0.retries),
-		   (unsigned long long)(st1.slow_by_reason[PVREAD_SLOW_MODE] -
-					st0.slow_by_reason[PVREAD_SLOW_MODE]));
+		   "an update writing mode none then line: no read fell back for mode");
 }
 
 int main(void)
