@@ -101,11 +101,16 @@ FIXTURE_VARIANT_ADD(bounded, monotonic_coarse) {
 FIXTURE_SETUP(bounded)
 {
 	pvst_find_cpus(&self->cpus);
+	pvst_map();	/* for the line's distance from the records */
 }
 
 FIXTURE_TEARDOWN(bounded)
 {
 }
+
+static void snap_at_tsc(struct pvread_header *out, uint64_t *tsc);
+static bool line_vs_records(const struct pvread_header *h, uint64_t tsc,
+			    uint64_t *dist);
 
 /* A read that may be beyond the tight limit, judged at the run's end. */
 struct tight_read {
@@ -118,8 +123,28 @@ struct tight {
 	struct tight_read *kept;
 	long nr_kept, beyond_early;
 	uint64_t spread;	/* the largest of the run so far */
+	uint64_t lead;		/* the line's largest distance from the records */
 	int64_t width;		/* the widest bracket */
 };
+
+/*
+ * The line's distance from the records, sampled between reads: under the
+ * emulator Xen steps a record by tens of us at a calibration, and the line,
+ * which never steps, is steered after it (1000 ppm at most); the kernel's
+ * clock is the records', so a correct reading may stand that far from
+ * it.  Measured from the page at the TSC, no system call.
+ */
+static void tight_lead(struct tight *t)
+{
+	struct pvread_header h;
+	uint64_t tsc, dist;
+
+	if (!pvst_map())
+		return;
+	snap_at_tsc(&h, &tsc);
+	if (line_vs_records(&h, tsc, &dist) && dist > t->lead)
+		t->lead = dist;
+}
 
 static void tight_print(const char *name, const struct tight_read *r,
 			uint64_t limit)
@@ -149,15 +174,15 @@ static void tight_add(struct tight *t, const char *name,
 		t->kept[t->nr_kept++] = r;
 		return;
 	}
-	if ((uint64_t)r.dev > t->spread + TIGHT_SLACK_NS &&
+	if ((uint64_t)r.dev > t->spread + t->lead + TIGHT_SLACK_NS &&
 	    t->beyond_early++ < TIGHT_SHOWN)
-		tight_print(name, &r, t->spread + TIGHT_SLACK_NS);
+		tight_print(name, &r, t->spread + t->lead + TIGHT_SLACK_NS);
 }
 
 /* Reads beyond the run's tight limit, the first few printed. */
 static long tight_beyond(const struct tight *t, const char *name)
 {
-	uint64_t limit = t->spread + TIGHT_SLACK_NS;
+	uint64_t limit = t->spread + t->lead + TIGHT_SLACK_NS;
 	long i, beyond = 0;
 
 	for (i = 0; i < t->nr_kept; i++)
@@ -191,6 +216,8 @@ TEST_F_TIMEOUT(bounded, within_bound, 300)
 		/* Move between vCPUs so that every record is compared. */
 		pvst_pin(self->cpus.id[c++ % self->cpus.n]);
 		for (i = 0; i < BATCH * 16; i++, reads++) {
+			if (i % BATCH == 0)
+				tight_lead(&t);
 			pvst_bracket(variant->clock, &b);
 			if (offset_ns) {
 				b.value += offset_ns;
@@ -217,10 +244,11 @@ TEST_F_TIMEOUT(bounded, within_bound, 300)
 	ksft_print_msg("%s: %ld reads (%ld fast), largest deviation %lld ns, published bound up to %llu ns, %ld beyond\n",
 		       variant->name, reads, fast, (long long)worst,
 		       (unsigned long long)max_bound, beyond);
-	limit = t.spread + TIGHT_SLACK_NS;
-	ksft_print_msg("%s: tight limit %llu ns outside the bracket (largest spread %llu ns + %d ns; widest bracket %lld ns), %ld beyond the tight limit; the published bound is %.0f times the limit and the widest bracket together\n",
+	limit = t.spread + t.lead + TIGHT_SLACK_NS;
+	ksft_print_msg("%s: tight limit %llu ns outside the bracket (largest spread %llu ns + the line's largest distance from the records %llu ns + %d ns; widest bracket %lld ns), %ld beyond the tight limit; the published bound is %.0f times the limit and the widest bracket together\n",
 		       variant->name, (unsigned long long)limit,
-		       (unsigned long long)t.spread, TIGHT_SLACK_NS,
+		       (unsigned long long)t.spread,
+		       (unsigned long long)t.lead, TIGHT_SLACK_NS,
 		       (long long)t.width, tight_n,
 		       (double)max_bound / (double)(limit + t.width));
 	EXPECT_EQ(0, beyond);
