@@ -103,14 +103,27 @@ static void pvread_set_line_base(struct pvread_clock_base *b, s64 ns,
 }
 
 /*
+ * An offset between clocks in ns, negative ones too.  Not
+ * timespec64_to_ns(): Linux 5.10's (Debian 11's 5.10.0-32 too) takes
+ * tv_sec as unsigned and gives KTIME_MAX for any negative one, such as
+ * wall_to_monotonic's, where 6.1's clamps it as signed.  The timekeeper
+ * keeps its offsets within s64 ns (settimeofday stops short of
+ * KTIME_SEC_MAX).
+ */
+static s64 pvread_offset_ns(const struct timespec64 *ts)
+{
+	return ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
+}
+
+/*
  * The header's line bases from pvread.ln and the kernel's offsets between
  * clocks: at an anchor, and at every update, which may have set the time.
  */
 void pvread_line_bases(struct pvread_line *hl, const struct timekeeper *tk)
 {
 	const struct pvread_line_state *l = &pvread.ln;
-	s64 wtm = timespec64_to_ns(&tk->wall_to_monotonic);
-	s64 boot = timespec64_to_ns(&tk->monotonic_to_boot);
+	s64 wtm = pvread_offset_ns(&tk->wall_to_monotonic);
+	s64 boot = pvread_offset_ns(&tk->monotonic_to_boot);
 	s64 tai = (s64)tk->tai_offset * NSEC_PER_SEC;
 
 	pvread_set_line_base(&hl->base[CLOCK_MONOTONIC], l->mono.ns,
