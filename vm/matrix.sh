@@ -51,7 +51,10 @@ matrix_spec() {
 # parameters that could not travel in the guest's shell command.
 matrix_check_names() {
     local n
+    local -A seen=()
     for n in "$@"; do
+        [[ -z ${seen[$n]:-} ]] || die "machine '$n' named twice"
+        seen[$n]=1
         matrix_spec "$n" || die "unknown machine '$n' (known: $(matrix_names | tr '\n' ' '))"
         [[ ${M_RUN[0]} =~ ^(xen|plain|domu)$ || -f $VM_DIR/platforms/${M_RUN[0]} ]] ||
             die "machine '$n': MACHINE_BOOT '${M_RUN[0]}' is not xen, plain, domu or a platform ($(platform_names))"
@@ -280,14 +283,20 @@ matrix_lost_failures() {
 
 # matrix_lost_splats MACHINE CONSOLE BOOT: a boot the emulator lost still
 # answers for what its kernels and Xen said before the fault: the splats of
-# CONSOLE up to Xen's "Triple fault" line (what follows is Xen's dump of
-# the dead vCPU), and every domU line domu.sh passed on ("domU| ").  A
+# CONSOLE: Xen's up to its "Triple fault" line (what follows is its dump
+# of the dead vCPU), dom0's kernel's, and every domU line domu.sh passed
+# on ("domU| ").  A
 # result "BOOT: kernel console clean before the emulator's fault".
 matrix_lost_splats() {
     local n
+    if [[ ! -s $2 ]]; then
+        echo "=== $1: $3, lost to the emulator, left no console log ($2)"
+        matrix_record "$1" fail "$3: kernel console clean before the emulator's fault"
+        return 0
+    fi
     n=$(tr -d '\r' <"$2" |
         awk '/Triple fault - invoking HVM shutdown/ { t = 1 }
-             /^domU\| / || (!t && /^ *(\[ *[0-9]+\.[0-9]+\]|\(XEN\))/)' |
+             /^domU\| / || /^ *\[ *[0-9]+\.[0-9]+\]/ || (!t && /^ *\(XEN\)/)' |
         sh selftests/pvread/pvread_badness.sh | grep -c '' || true)
     if ((n == 0)); then
         matrix_record "$1" pass "$3: kernel console clean before the emulator's fault"
@@ -589,6 +598,6 @@ matrix_manifest_write() {
             echo "# written by vm/check --update-manifest from a run without failures."
             matrix_manifest_results "$m"
         } >"$f"
-        echo "=== manifest: wrote $f ($(grep -vc '^#' "$f") results)"
+        echo "=== manifest: wrote $f ($(grep -vc '^#' "$f" || true) results)"
     done
 }

@@ -164,6 +164,9 @@ static void tight_add(struct tight *t, const char *name,
 		.spread = b->spread, .ahead = b->ahead,
 	};
 
+	/* Not measured (a failed measurement, a clocksource change): no limit. */
+	if (b->spread == UINT64_MAX)
+		return;
 	if (b->spread > t->spread)
 		t->spread = b->spread;
 	if (r.width > t->width)
@@ -482,7 +485,7 @@ static int bounded_options(int argc, char **argv)
 			continue;
 		}
 		errno = 0;
-		offset_ns = strtoll(v, &end, 0);
+		offset_ns = strtoll(v, &end, 10);
 		if (errno || end == v || *end) {
 			fprintf(stderr, "pvread_bounded: --offset %s: not a number of ns\n",
 				v);
