@@ -11,13 +11,15 @@
 #define BATCH 64
 /*
  * A sample goes unchecked when Xen rewrote the record during its batch:
- * rare on a pinned reader.  Measured (27 Nov 2026: xen417-1cpu,
- * bullseye-2cpu, xen420-2cpu, 10^4 and 10^5 reads a vCPU): 98.7 % to
- * 100 % checked.  Nine in ten leaves room for a guest whose vCPUs Xen
- * switches more often, and fails a library that reports a stale record
- * version for one sample in eight.
+ * rare in a dom0 on a pinned reader, more often in a domU, whose records
+ * Xen rewrites at each of its vCPUs' context switches.  Measured (27 Nov
+ * 2026): 98.7 % to 100 % checked in the dom0s (xen417-1cpu, bullseye-2cpu,
+ * xen420-2cpu, 10^4 and 10^5 reads a vCPU); in the 2-vCPU domU
+ * (xen417-domu-line2) 91.8 % and 96.9 % in 10^5 reads a vCPU, 85.4 % in
+ * 10^4.  Three in four leave room for that, and fail a library that
+ * reports a stale record version for one sample in three.
  */
-#define MIN_CHECKED_PCT 90
+#define MIN_CHECKED_PCT 75
 
 FIXTURE(exact) {
 	struct pvst_cpus cpus;
