@@ -108,7 +108,6 @@ FIXTURE_TEARDOWN(bounded)
 {
 }
 
-static void snap_at_tsc(struct pvread_header *out, uint64_t *tsc);
 static bool line_vs_records(const struct pvread_header *h, uint64_t tsc,
 			    uint64_t *dist);
 
@@ -141,7 +140,7 @@ static void tight_lead(struct tight *t)
 
 	if (!pvst_map())
 		return;
-	snap_at_tsc(&h, &tsc);
+	pvst_snap_tsc(&h, &tsc);
 	if (line_vs_records(&h, tsc, &dist) && dist > t->lead)
 		t->lead = dist;
 }
@@ -315,27 +314,6 @@ FIXTURE_TEARDOWN(window)
 {
 }
 
-/* A consistent header and the TSC read inside its seq loop. */
-static void snap_at_tsc(struct pvread_header *out, uint64_t *tsc)
-{
-	const volatile struct pvread_header *h = (const void *)pvst_map();
-	uint32_t seq;
-
-	for (;;) {
-		seq = h->seq;
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (seq & 1) {
-			sched_yield();
-			continue;
-		}
-		memcpy(out, (const void *)h, sizeof(*out));
-		*tsc = pvst_rdtsc();
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (h->seq == seq)
-			return;
-	}
-}
-
 /* The line's MONOTONIC (or _RAW) at @tsc, as a reader computes it. */
 static bool line_ns(const struct pvread_header *h, uint64_t tsc, bool raw,
 		    int64_t *ns)
@@ -413,7 +391,7 @@ TEST_F_TIMEOUT(window, bound_vs_measured, 120)
 	do {
 		if (samples % 256 == 0)
 			pvst_pin(self->cpus.id[c++ % self->cpus.n]);
-		snap_at_tsc(&h, &tsc);
+		pvst_snap_tsc(&h, &tsc);
 		samples++;
 		now = pvst_sys_ns(CLOCK_MONOTONIC);
 		if (last && now - last > step)

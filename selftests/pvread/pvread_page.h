@@ -44,8 +44,13 @@ static inline const uint8_t *pvst_map(void)
 	return page;
 }
 
-/* A consistent copy of the header (pvst_map() succeeded). */
-static inline void pvst_snap(struct pvread_header *out)
+static inline uint64_t pvst_rdtsc(void);
+
+/*
+ * A consistent copy of the header (pvst_map() succeeded), and with @tsc
+ * the TSC read inside its seq loop: the header that TSC belongs to.
+ */
+static inline void pvst_snap_tsc(struct pvread_header *out, uint64_t *tsc)
 {
 	const volatile struct pvread_header *h = (const void *)pvst_map();
 	uint32_t seq;
@@ -58,10 +63,17 @@ static inline void pvst_snap(struct pvread_header *out)
 			continue;
 		}
 		memcpy(out, (const void *)h, sizeof(*out));
+		if (tsc)
+			*tsc = pvst_rdtsc();
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (h->seq == seq)
 			return;
 	}
+}
+
+static inline void pvst_snap(struct pvread_header *out)
+{
+	pvst_snap_tsc(out, NULL);
 }
 
 /* vCPU @cpu's record, as Xen and the module write it. */
