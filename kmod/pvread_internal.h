@@ -20,6 +20,7 @@
 #include <linux/notifier.h>
 #include <linux/spinlock.h>
 #include <linux/timekeeper_internal.h>
+#include <linux/timer.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
 #include <asm/pvclock.h>
@@ -61,11 +62,33 @@ struct pvread_line_state {
 	bool live;		/* readers may use it now */
 };
 
-/* Written on the CPU itself, or with it offline. */
+/*
+ * Written on the CPU itself, or with it offline; the refresh's figures
+ * (pvread_refresh.c) are read from any CPU by sysfs, with READ_ONCE().
+ */
 struct pvread_cpu {
 	bool in_xen;		/* Xen may write the area: let go before freeing */
 	bool stuck;		/* Xen refused to let go of the area */
 	int error;
+	struct timer_list refresh_timer;
+	bool refresh_init;	/* refresh_timer set up */
+	bool refresh_on;	/* from online to offline */
+	bool refresh_failed;	/* the last re-registration failed */
+	u64 refreshes;
+	u64 refresh_missed;	/* Xen's writes the record had missed */
+	u64 refresh_untold;	/* refreshes whose lag could not be told */
+	u64 refresh_cost_sum_ns, refresh_cost_max_ns;
+	u64 refresh_lag_max_ns;
+	u64 refresh_lag_at;	/* jiffies_64 when it was seen */
+};
+
+/* pvread_refresh_state(): the sysfs attribute "refresh" names them. */
+enum pvread_refresh_state {
+	PVREAD_REFRESH_OFF,		/* Xen's writes all land */
+	PVREAD_REFRESH_ACTIVE,
+	PVREAD_REFRESH_FAILED,		/* a re-registration failed */
+	PVREAD_REFRESH_NOHZ_FULL,	/* a CPU may run without the tick */
+	PVREAD_REFRESH_LAG,		/* beyond what the line may carry */
 };
 
 /*
@@ -80,7 +103,6 @@ struct pvread_state {
 	enum cpuhp_state hp_state;
 	bool cpu0_owned_by_kernel;
 	bool phys_area;			/* areas by physical address */
-	bool pti_drops;			/* Xen drops area updates: no line */
 
 	/*
 	 * Header writes and everything below.  The timekeeper's notifier
@@ -109,6 +131,16 @@ struct pvread_state {
 	cpumask_var_t registered;
 	cpumask_var_t to_register;	/* after a resume, by each CPU itself */
 	cpumask_var_t tsc_covered;	/* CPUs the last TSC check ran on */
+	/*
+	 * Online CPUs without a record (Xen refused it, or vCPU 0's is the
+	 * kernel's): the kernel's clock there is measured by nobody.
+	 */
+	cpumask_var_t unregistered;
+	cpumask_var_t refresh_failed;	/* see pvread_refresh.c */
+	bool nohz_full;			/* a CPU may run without the tick */
+	u64 refresh_lag_until;		/* now_sec: a lag beyond the limit */
+	u64 refresh_window[PVREAD_WINDOW_SEC];	/* as window[] */
+	u64 refresh_window_sec[PVREAD_WINDOW_SEC];
 	bool xen_clocksource;		/* at the last timekeeper update */
 	bool all_stable;		/* every record had Xen's stable bit */
 	bool ready;			/* warmed up, records readable */
@@ -213,6 +245,7 @@ struct pvread_meas {
 struct attribute_group;
 
 /* pvread_page.c: what the header says */
+extern bool pvread_line_enabled;
 bool pvread_all_stable(void);
 u32 pvread_line_reason(u32 flags);
 u32 pvread_flags(void);
@@ -229,6 +262,16 @@ void pvread_resume_work(struct work_struct *work);
 void pvread_read_xen_tsc(void);
 bool pvread_xen_drops_updates(void);
 void pvread_release_areas(void);
+int pvread_reregister_self(unsigned int cpu);
+
+/* pvread_refresh.c: the records kept current where Xen drops writes */
+bool pvread_refresh_possible(void);
+void pvread_refresh_init(void);
+void pvread_refresh_start(unsigned int cpu);
+void pvread_refresh_stop(unsigned int cpu);
+u64 pvread_refresh_take(u64 now_sec);
+u64 pvread_refresh_window_worst(void);
+enum pvread_refresh_state pvread_refresh_state(void);
 
 /* pvread_tk.c: the timekeeper mirrored */
 extern struct notifier_block pvread_gtod_nb;

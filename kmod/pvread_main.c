@@ -133,6 +133,8 @@ static void pvread_free(void)
 	free_cpumask_var(pvread.registered);
 	free_cpumask_var(pvread.to_register);
 	free_cpumask_var(pvread.tsc_covered);
+	free_cpumask_var(pvread.unregistered);
+	free_cpumask_var(pvread.refresh_failed);
 	kfree(pvread.cpus);
 	pvread.cpus = NULL;
 }
@@ -149,7 +151,7 @@ static int __init pvread_init(void)
 	}
 	pvread.warmup_sec = PVREAD_WARMUP_SEC;
 	pvread.phys_area = xen_feature(PVREAD_XENFEAT_TIME_PHYS_AREA);
-	pvread.pti_drops = pvread_xen_drops_updates();
+	pvread_refresh_init();
 
 	pvread.size = PAGE_SIZE + PAGE_ALIGN(nr_cpu_ids * sizeof(struct pvread_record));
 	if (nr_cpu_ids > PVREAD_MAX_RECORDS || pvread.size > U32_MAX) {
@@ -161,7 +163,9 @@ static int __init pvread_init(void)
 	pvread.cpus = kcalloc(nr_cpu_ids, sizeof(*pvread.cpus), GFP_KERNEL);
 	if (!pvread.cpus || !zalloc_cpumask_var(&pvread.registered, GFP_KERNEL) ||
 	    !zalloc_cpumask_var(&pvread.to_register, GFP_KERNEL) ||
-	    !zalloc_cpumask_var(&pvread.tsc_covered, GFP_KERNEL)) {
+	    !zalloc_cpumask_var(&pvread.tsc_covered, GFP_KERNEL) ||
+	    !zalloc_cpumask_var(&pvread.unregistered, GFP_KERNEL) ||
+	    !zalloc_cpumask_var(&pvread.refresh_failed, GFP_KERNEL)) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
@@ -229,7 +233,8 @@ static int __init pvread_init(void)
 	pr_info("%u vCPU records registered by %s address%s%s; clocksource %s\n",
 		cpumask_weight(pvread.registered),
 		pvread.phys_area ? "physical" : "virtual",
-		pvread.pti_drops ? ", which Xen skips under KPTI: no line" : "",
+		pvread_xen_drops_updates() ?
+		", which Xen skips under KPTI: refreshed each jiffy" : "",
 		pvread.cpu0_owned_by_kernel ? " (vCPU 0's belongs to the vDSO)" : "",
 		(h->flags & PVREAD_FLAG_XEN_CLOCKSOURCE) ? "xen" : "not xen");
 	return 0;

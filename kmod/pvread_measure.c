@@ -158,6 +158,28 @@ void pvread_restart_window(void)
 }
 
 /*
+ * States in which no line can be served whatever the records say: no look
+ * at them then, which costs a hard-IRQ sweep of every vCPU's record each
+ * tick (tens of us at 128 vCPUs).  The others need the look: rates and
+ * waiting end on what it finds.  Where Xen's stable bit makes libc fast
+ * only the bits are looked at.  pvread.lock held.
+ */
+static bool pvread_measure_pointless(void)
+{
+	switch (pvread_line_reason(pvread_flags())) {
+	case PVREAD_LINE_OFF:
+	case PVREAD_LINE_UNVOUCHED:
+	case PVREAD_LINE_WARP:
+	case PVREAD_LINE_UNCHECKED:
+	case PVREAD_LINE_STABLE:
+	case PVREAD_LINE_PTI:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
  * After each update, once interrupts are on again on the CPU that made it:
  * every record against the kernel's clock (the spread, the bound over the
  * window, whether the records run at one rate), then the line anchored
@@ -173,6 +195,7 @@ void pvread_measure_work(struct irq_work *work)
 	struct timekeeper *tk = &pvread.tk;
 	struct pvread_header *h = pvread.hdr;
 	u64 spread = U64_MAX, bound = U64_MAX, now_sec, dev, end = 0, gen, seen;
+	u64 refreshed;
 	u64 t0 = local_clock();
 	struct clocksource *cs;
 	bool ready = false, measured;
@@ -180,6 +203,21 @@ void pvread_measure_work(struct irq_work *work)
 
 	raw_spin_lock(&pvread.lock);
 	if (!pvread.xen_clocksource || pvread.suspended) {
+		raw_spin_unlock(&pvread.lock);
+		return;
+	}
+	now_sec = tk->tkr_mono.cycle_last / NSEC_PER_SEC;
+	pvread.last_sec = now_sec;
+	refreshed = pvread_refresh_take(now_sec);
+	if (pvread_measure_pointless()) {
+		pvread.all_stable = pvread_all_stable();
+		pvread.have_first = false;	/* a warm-up when it ends */
+		pvread.ready = false;
+		pvread_write_begin(h);
+		h->error_bound_ns = U64_MAX;
+		h->spread_ns = U64_MAX;
+		pvread_publish(h);
+		pvread_write_end(h);
 		raw_spin_unlock(&pvread.lock);
 		return;
 	}
@@ -213,9 +251,14 @@ void pvread_measure_work(struct irq_work *work)
 	pvread.measure_drops = 0;
 	if (measured)
 		spread = m.hi - m.lo;
+	/*
+	 * What a refresh found a record missed, or the kernel's clock on its
+	 * CPU apart from it, is a disagreement this look could not see.
+	 */
+	if (spread != U64_MAX)
+		spread = refreshed > U64_MAX - 1 - spread ? U64_MAX - 1 :
+			 spread + refreshed;
 	seen = spread;
-	now_sec = tk->tkr_mono.cycle_last / NSEC_PER_SEC;
-	pvread.last_sec = now_sec;
 	if (!pvread.have_first) {
 		pvread.first_sec = now_sec;
 		pvread.have_first = true;

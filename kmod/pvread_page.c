@@ -10,7 +10,7 @@
 
 #include "pvread_internal.h"
 
-static bool pvread_line_enabled = true;
+bool pvread_line_enabled = true;	/* pvread_refresh.c reads it too */
 module_param_named(line, pvread_line_enabled, bool, 0444);
 MODULE_PARM_DESC(line, "Publish one clock line for every vCPU when the TSC allows (default 1; 0: never, the kernel answers every read)");
 
@@ -42,11 +42,15 @@ static bool pvread_tsc_vouched(void)
 /* Why the line may not be used now, or PVREAD_LINE_ACTIVE; pvread.lock held. */
 u32 pvread_line_reason(u32 flags)
 {
+	enum pvread_refresh_state refresh;
+
 	if (!pvread_line_enabled)
 		return PVREAD_LINE_OFF;
 	if ((flags & PVREAD_FLAG_TSC_STABLE) && pvread.cpu0_owned_by_kernel)
 		return PVREAD_LINE_STABLE;
-	if (pvread.pti_drops)
+	/* Xen drops writes of the records: served while they are refreshed. */
+	refresh = pvread_refresh_state();
+	if (refresh != PVREAD_REFRESH_OFF && refresh != PVREAD_REFRESH_ACTIVE)
 		return PVREAD_LINE_PTI;
 	if (!pvread_tsc_vouched())
 		return PVREAD_LINE_UNVOUCHED;
@@ -57,7 +61,8 @@ u32 pvread_line_reason(u32 flags)
 	if (pvread.rates_apart_until && pvread.last_sec < pvread.rates_apart_until)
 		return PVREAD_LINE_RATES;
 	if (!pvread.ready || pvread.suspended || !pvread.xen_clocksource ||
-	    !cpumask_weight(pvread.registered))
+	    cpumask_empty(pvread.registered) ||
+	    !cpumask_empty(pvread.unregistered))
 		return PVREAD_LINE_WAITING;
 	return PVREAD_LINE_ACTIVE;
 }

@@ -5,7 +5,9 @@
  */
 #include <linux/debugfs.h>
 #include <linux/device.h>
+#include <linux/jiffies.h>
 #include <linux/kernel.h>
+#include <linux/math64.h>
 #include <linux/sysfs.h>
 #include <linux/timekeeping.h>
 
@@ -199,6 +201,151 @@ static ssize_t tsc_check_store(struct device *dev,
 }
 static DEVICE_ATTR_WO(tsc_check);
 
+/*
+ * The refresh of the records where Xen drops its writes of them
+ * (pvread_refresh.c): its state, the gate of the line there, and its
+ * figures summed over the CPUs.
+ */
+static const char * const pvread_refresh_names[] = {
+	[PVREAD_REFRESH_OFF] = "off",
+	[PVREAD_REFRESH_ACTIVE] = "active",
+	[PVREAD_REFRESH_FAILED] = "failed",
+	[PVREAD_REFRESH_NOHZ_FULL] = "nohz_full",
+	[PVREAD_REFRESH_LAG] = "lag",
+};
+
+static ssize_t refresh_show(struct device *dev, struct device_attribute *attr,
+			    char *buf)
+{
+	enum pvread_refresh_state state;
+	unsigned long irqflags;
+
+	raw_spin_lock_irqsave(&pvread.lock, irqflags);
+	state = pvread_refresh_state();
+	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);
+	return sysfs_emit(buf, "%s\n", pvread_refresh_names[state]);
+}
+static DEVICE_ATTR_RO(refresh);
+
+struct pvread_refresh_sum {
+	u64 refreshes, missed, untold, cost_sum, cost_max, lag_max, lag_at;
+};
+
+static void pvread_refresh_sum(struct pvread_refresh_sum *r)
+{
+	unsigned int cpu;
+
+	memset(r, 0, sizeof(*r));
+	for_each_possible_cpu(cpu) {
+		const struct pvread_cpu *pc = &pvread.cpus[cpu];
+		u64 lag = READ_ONCE(pc->refresh_lag_max_ns);
+
+		r->refreshes += READ_ONCE(pc->refreshes);
+		r->missed += READ_ONCE(pc->refresh_missed);
+		r->untold += READ_ONCE(pc->refresh_untold);
+		r->cost_sum += READ_ONCE(pc->refresh_cost_sum_ns);
+		r->cost_max = max(r->cost_max, READ_ONCE(pc->refresh_cost_max_ns));
+		if (READ_ONCE(pc->refreshes) && lag >= r->lag_max) {
+			r->lag_max = lag;
+			r->lag_at = READ_ONCE(pc->refresh_lag_at);
+		}
+	}
+}
+
+static ssize_t refreshes_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	struct pvread_refresh_sum r;
+
+	pvread_refresh_sum(&r);
+	return sysfs_emit(buf, "%llu\n", r.refreshes);
+}
+static DEVICE_ATTR_RO(refreshes);
+
+static ssize_t refresh_missed_show(struct device *dev,
+				   struct device_attribute *attr, char *buf)
+{
+	struct pvread_refresh_sum r;
+
+	pvread_refresh_sum(&r);
+	return sysfs_emit(buf, "%llu\n", r.missed);
+}
+static DEVICE_ATTR_RO(refresh_missed);
+
+static ssize_t refresh_untold_show(struct device *dev,
+				   struct device_attribute *attr, char *buf)
+{
+	struct pvread_refresh_sum r;
+
+	pvread_refresh_sum(&r);
+	return sysfs_emit(buf, "%llu\n", r.untold);
+}
+static DEVICE_ATTR_RO(refresh_untold);
+
+static ssize_t refresh_lag_ns_show(struct device *dev,
+				   struct device_attribute *attr, char *buf)
+{
+	unsigned long irqflags;
+	u64 worst;
+
+	raw_spin_lock_irqsave(&pvread.lock, irqflags);
+	worst = pvread_refresh_window_worst();
+	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);
+	return sysfs_emit(buf, "%llu\n", worst);
+}
+static DEVICE_ATTR_RO(refresh_lag_ns);
+
+static ssize_t refresh_lag_max_ns_show(struct device *dev,
+				       struct device_attribute *attr, char *buf)
+{
+	struct pvread_refresh_sum r;
+
+	pvread_refresh_sum(&r);
+	return sysfs_emit(buf, "%llu\n", r.lag_max);
+}
+static DEVICE_ATTR_RO(refresh_lag_max_ns);
+
+static ssize_t refresh_lag_age_ms_show(struct device *dev,
+				       struct device_attribute *attr, char *buf)
+{
+	struct pvread_refresh_sum r;
+
+	pvread_refresh_sum(&r);
+	if (!r.refreshes)
+		return sysfs_emit(buf, "-1\n");
+	return sysfs_emit(buf, "%u\n",
+			  jiffies_to_msecs(get_jiffies_64() - r.lag_at));
+}
+static DEVICE_ATTR_RO(refresh_lag_age_ms);
+
+static ssize_t refresh_cost_ns_show(struct device *dev,
+				    struct device_attribute *attr, char *buf)
+{
+	struct pvread_refresh_sum r;
+
+	pvread_refresh_sum(&r);
+	return sysfs_emit(buf, "%llu\n",
+			  r.refreshes ? div64_u64(r.cost_sum, r.refreshes) : 0);
+}
+static DEVICE_ATTR_RO(refresh_cost_ns);
+
+static ssize_t refresh_cost_max_ns_show(struct device *dev,
+					struct device_attribute *attr, char *buf)
+{
+	struct pvread_refresh_sum r;
+
+	pvread_refresh_sum(&r);
+	return sysfs_emit(buf, "%llu\n", r.cost_max);
+}
+static DEVICE_ATTR_RO(refresh_cost_max_ns);
+
+static ssize_t refresh_period_us_show(struct device *dev,
+				      struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", jiffies_to_usecs(1));
+}
+static DEVICE_ATTR_RO(refresh_period_us);
+
 static struct attribute *pvread_attrs[] = {
 	&dev_attr_line.attr,
 	&dev_attr_line_anchors.attr,
@@ -216,6 +363,16 @@ static struct attribute *pvread_attrs[] = {
 	&dev_attr_spread_ns.attr,
 	&dev_attr_error_bound_ns.attr,
 	&dev_attr_resumes.attr,
+	&dev_attr_refresh.attr,
+	&dev_attr_refreshes.attr,
+	&dev_attr_refresh_missed.attr,
+	&dev_attr_refresh_untold.attr,
+	&dev_attr_refresh_lag_ns.attr,
+	&dev_attr_refresh_lag_max_ns.attr,
+	&dev_attr_refresh_lag_age_ms.attr,
+	&dev_attr_refresh_cost_ns.attr,
+	&dev_attr_refresh_cost_max_ns.attr,
+	&dev_attr_refresh_period_us.attr,
 	NULL,
 };
 

@@ -101,6 +101,16 @@ static int pvread_register_self(unsigned int cpu)
 }
 
 /*
+ * Have Xen write @cpu's record again now (it forces an update of the
+ * vCPU's records at every registration): pvread_refresh.c.  On @cpu,
+ * interrupts off, the area registered.
+ */
+int pvread_reregister_self(unsigned int cpu)
+{
+	return pvread_register_area(cpu, &pvread_record(cpu)->pvclock);
+}
+
+/*
  * Take @cpu's record off the page, so that no reader trusts it once Xen
  * stops writing it; @keep: register it again after a resume.
  * pvread.lock held.
@@ -168,6 +178,8 @@ int pvread_cpu_online(unsigned int cpu)
 	if (reg && !ret) {
 		cpumask_set_cpu(cpu, pvread.registered);
 		WRITE_ONCE(rec->state, PVREAD_RECORD_REGISTERED);
+	} else {
+		cpumask_set_cpu(cpu, pvread.unregistered);
 	}
 	/*
 	 * A vCPU the last TSC check saw needs no other: Xen runs one TSC for
@@ -184,6 +196,7 @@ int pvread_cpu_online(unsigned int cpu)
 	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);
 	if (check)
 		schedule_work(&pvread.check_work);
+	pvread_refresh_start(cpu);
 	return 0;
 }
 
@@ -197,9 +210,13 @@ int pvread_cpu_offline(unsigned int cpu)
 	struct pvread_cpu *pc = &pvread.cpus[cpu];
 	unsigned long irqflags;
 
+	pvread_refresh_stop(cpu);
 	raw_spin_lock_irqsave(&pvread.lock, irqflags);
 	pvread_retire(cpu, NULL);
 	cpumask_clear_cpu(cpu, pvread.to_register);
+	cpumask_clear_cpu(cpu, pvread.unregistered);
+	cpumask_clear_cpu(cpu, pvread.refresh_failed);
+	pc->refresh_failed = false;
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);
 
@@ -387,19 +404,21 @@ void pvread_unregister_syscore(void)
 static void pvread_resume_cpu(void *unused)
 {
 	unsigned int cpu = smp_processor_id();
-	bool again;
+	bool again, done = false;
 
 	raw_spin_lock(&pvread.lock);
 	again = cpumask_test_and_clear_cpu(cpu, pvread.to_register) &&
 		!pvread.shutting_down;
 	raw_spin_unlock(&pvread.lock);
 	/* A hypercall, maybe long: not under the lock every CPU takes. */
-	again = again && !pvread_register_self(cpu);
+	done = again && !pvread_register_self(cpu);
 
 	raw_spin_lock(&pvread.lock);
-	if (again) {
+	if (done) {
 		cpumask_set_cpu(cpu, pvread.registered);
 		WRITE_ONCE(pvread_record(cpu)->state, PVREAD_RECORD_REGISTERED);
+	} else if (again) {
+		cpumask_set_cpu(cpu, pvread.unregistered);
 	}
 	pvread_republish();
 	raw_spin_unlock(&pvread.lock);
