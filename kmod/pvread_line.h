@@ -4,7 +4,7 @@
  * includes it (pvread_internal.h), and so does kmod/test_line.c, which runs
  * it on the host against random and adversarial anchors.  The includer
  * provides u8, u32, s64, u64, U32_MAX, U64_MAX, S64_MIN, NSEC_PER_SEC,
- * clamp(), div_s64() and the UAPI header (linux/pvread.h) with the
+ * clamp(), mul_u64_u32_div() and the UAPI header (linux/pvread.h) with the
  * kernel's meaning.
  */
 #ifndef PVREAD_LINE_H
@@ -77,15 +77,22 @@ static inline void pvread_run_at(const struct pvread_run *r, u64 d, s64 *ns,
 
 /*
  * Rate that brings a line @lead_ns ahead of the kernel (behind, if
- * negative) back to it over the horizon, within the slew limit.
+ * negative) back to it over the horizon, within the slew limit, the turn
+ * truncated towards zero.  Xen emulates a TSC of any frequency, and rate
+ * grows as the frequency falls (4.3e15 at 1 kHz): rate * lead leaves s64
+ * below 466 kHz, so the product is taken unsigned, in mul_u64_u32_div()'s
+ * 96 bits.  The turn is at most rate / 1000, so rate + turn fits.
  */
 static inline u64 pvread_steer(u64 rate, s64 lead_ns)
 {
 	const s64 lim = PVREAD_LINE_HORIZON_NS / 1000000 *
 			PVREAD_LINE_MAX_SLEW_PPM;
+	u64 turn;
 
 	lead_ns = clamp(lead_ns, -lim, lim);
-	return rate - div_s64((s64)rate * lead_ns, PVREAD_LINE_HORIZON_NS);
+	turn = mul_u64_u32_div(rate, lead_ns < 0 ? -lead_ns : lead_ns,
+			       PVREAD_LINE_HORIZON_NS);
+	return lead_ns < 0 ? rate + turn : rate - turn;
 }
 
 /*
