@@ -78,9 +78,14 @@
  * own, the records run at rates apart and step at each calibration, the
  * kernel's clock follows them, and no line can.  A disagreement keeps the
  * line off for PVREAD_WINDOW_SEC (16 s) after it was last seen.  And it
- * needs Xen to keep the records current: an HVM or PVH guest under KPTI,
- * on a Xen without time areas by physical address (before 4.18), has Xen
- * drop the writes that fall while user code runs (PVREAD_LINE_PTI).
+ * needs the records current: an HVM or PVH guest under KPTI, on a Xen
+ * without time areas by physical address (before 4.18), has Xen drop the
+ * writes that fall while user code runs, so there each CPU has Xen
+ * rewrite its record every jiffy (sysfs "refresh"): a record on a CPU
+ * running user code lags at most one refresh period, and the lag is
+ * measured.  PVREAD_LINE_PTI where that refresh fails, a CPU may run
+ * without the tick (nohz_full), or the lag measured in the last 16 s
+ * passed 10 us.
  */
 #define PVREAD_LINE_ACTIVE	0	/* header.mode is PVREAD_MODE_LINE */
 #define PVREAD_LINE_OFF		1	/* module parameter line=0 */
@@ -90,7 +95,7 @@
 #define PVREAD_LINE_STABLE	5	/* stable bit: the kernel's vDSO is fast */
 #define PVREAD_LINE_WAITING	6	/* no line until the page may be read */
 #define PVREAD_LINE_RATES	7	/* the records' rates disagree */
-#define PVREAD_LINE_PTI		8	/* Xen drops record updates under KPTI */
+#define PVREAD_LINE_PTI		8	/* under KPTI, records not kept current */
 
 /* record.state */
 #define PVREAD_RECORD_REGISTERED	_BITUL(0) /* Xen keeps this record current */
@@ -183,7 +188,12 @@ struct pvread_timekeeper {
  *    that Xen rewrites between two updates with a step (its line breaks
  *    there); a record registered since the last update (not yet
  *    measured); a secondary record that lags the vCPU's primary one (Xen
- *    did not write it); the kernel's clock stepped (settimeofday) for
+ *    did not write it) -- except under KPTI on Xen before 4.18, where Xen
+ *    drops such writes and the module has each CPU's record rewritten
+ *    every jiffy: there a record on a CPU running user code lags at most
+ *    one refresh period, and the lag is measured (what a rewrite found
+ *    a record missed, and the kernel's clock on that CPU apart from the
+ *    fresh record, join D); the kernel's clock stepped (settimeofday) for
  *    REALTIME and TAI.  For 2 s after a load or a switch to the xen
  *    clocksource, and 16 s after a resume, there is no history and the
  *    mode is PVREAD_MODE_NONE: the kernel answers.
