@@ -263,7 +263,8 @@ pvread_leave_loaded() {
 	pvread-bench -l 2000000000 -v pvread >/dev/null 2>&1 &
 }
 
-# pvread_state [WHEN]: the module's state on one "# " line.
+# pvread_state [WHEN]: the module's state on one "# " line (and its
+# refresh's on another, where the module has one).
 pvread_state() {
 	_s=/sys/class/misc/pvread
 	_r() { cat "$_s/$1" 2>/dev/null || echo -; }
@@ -271,4 +272,25 @@ pvread_state() {
 	if [ "$expect_mode" = line ] && [ "$(_r line)" = unvouched ]; then
 		echo "# pvread: nobody vouches for one TSC across vCPUs here (xen_tsc \"$(_r xen_tsc)\"): line mode needs tsc_reliable=1 in this machine's parameters (vm/machines/)"
 	fi
+	[ ! -e "$_s/refresh" ] || pvread_refresh_state "$@"
+}
+
+# pvread_refresh: the module's refresh state (sysfs refresh: off, active,
+# waiting, failed, nohz_full, lag), "absent" on a module without one.
+pvread_refresh() {
+	cat /sys/class/misc/pvread/refresh 2>/dev/null || echo absent
+}
+
+# pvread_refresh_state [WHEN]: the refresh's figures on one "# " line: its
+# state, then every refresh_* attribute ("-" where one is missing).
+pvread_refresh_state() {
+	_s=/sys/class/misc/pvread
+	_r() { cat "$_s/$1" 2>/dev/null || echo -; }
+	_l="# pvread refresh${1:+ $1}: $(pvread_refresh)"
+	for _a in refreshes refresh_missed refresh_lag_ns refresh_lag_max_ns \
+		  refresh_lag_age_ms refresh_cost_ns refresh_cost_max_ns \
+		  refresh_period_us; do
+		_l="$_l, $_a $(_r "$_a")"
+	done
+	echo "$_l"
 }
