@@ -282,15 +282,14 @@ pvread_refresh() {
 }
 
 # pvread_refresh_state [WHEN]: the refresh's figures on one "# " line: its
-# state, then every refresh_* attribute ("-" where one is missing).
+# state, refreshes, then every refresh_* attribute the module has
+# (refresh_missed, refresh_lag_ns, refresh_lag_max_ns, refresh_lag_age_ms,
+# refresh_cost_ns, refresh_cost_max_ns, refresh_period_us, ...).
 pvread_refresh_state() {
 	_s=/sys/class/misc/pvread
-	_r() { cat "$_s/$1" 2>/dev/null || echo -; }
 	_l="# pvread refresh${1:+ $1}: $(pvread_refresh)"
-	for _a in refreshes refresh_missed refresh_lag_ns refresh_lag_max_ns \
-		  refresh_lag_age_ms refresh_cost_ns refresh_cost_max_ns \
-		  refresh_period_us; do
-		_l="$_l, $_a $(_r "$_a")"
+	for _f in "$_s/refreshes" "$_s"/refresh_*; do
+		[ -r "$_f" ] && _l="$_l, ${_f##*/} $(cat "$_f" 2>/dev/null)"
 	done
 	echo "$_l"
 }
