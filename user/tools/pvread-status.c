@@ -94,6 +94,72 @@ static void why_unmapped(void)
 	munmap((void *)h, sizeof(*h));
 }
 
+#ifndef PVREAD_SYSFS
+#define PVREAD_SYSFS "/sys/class/misc/pvread/"
+#endif
+
+/* The module's sysfs attribute @name, its first line, in @buf; 0 if absent. */
+static int sysfs_read(const char *name, char *buf, size_t len)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), PVREAD_SYSFS "%s", name);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (!fgets(buf, len, f))
+		buf[0] = '\0';
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	return 1;
+}
+
+/* The module's refresh states (sysfs "refresh"), and what each means. */
+static const struct {
+	const char *name, *why;
+} refresh_states[] = {
+	{ "off", "not needed here (a PV guest, areas by physical address, or no KPTI)" },
+	{ "active", "each CPU re-registers its own time area every jiffy: Xen drops writes of the records while user code runs" },
+	{ "waiting", "an online CPU has not refreshed its record since it registered: no line yet" },
+	{ "failed", "Xen refused a re-registration: no line (line state pti)" },
+	{ "nohz_full", "a CPU may run without the tick, unrefreshed: no line (line state pti)" },
+	{ "lag", "a refresh found a record, or the kernel's clock, more than 10 us off in the last 16 s: no line (line state pti)" },
+};
+
+/*
+ * Where the module keeps the records current itself (HVM or PVH under
+ * KPTI on a Xen before 4.18), its refresh's state and figures; nothing
+ * from a module without them.
+ */
+static void print_refresh(void)
+{
+	char state[32], n[8][32];
+	static const char *const names[] = {
+		"refreshes", "refresh_missed", "refresh_lag_ns",
+		"refresh_lag_max_ns", "refresh_lag_age_ms", "refresh_cost_ns",
+		"refresh_cost_max_ns", "refresh_period_us",
+	};
+	const char *why = "?";
+	unsigned int i;
+
+	if (!sysfs_read("refresh", state, sizeof(state)))
+		return;
+	for (i = 0; i < sizeof(refresh_states) / sizeof(refresh_states[0]); i++)
+		if (!strcmp(state, refresh_states[i].name))
+			why = refresh_states[i].why;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!sysfs_read(names[i], n[i], sizeof(n[i])))
+			snprintf(n[i], sizeof(n[i]), "?");
+	printf("refresh:         %s: %s\n", state, why);
+	printf("refreshes:       %s (each CPU every %s us); Xen's writes the records had missed: %s\n",
+	       n[0], n[7], n[1]);
+	printf("refresh lag:     %s ns worst in the bound's window (16 s), %s ns since load (%s%s)\n",
+	       n[2], n[3], strcmp(n[4], "-1") ? n[4] : "none yet",
+	       strcmp(n[4], "-1") ? " ms ago" : "");
+	printf("refresh cost:    %s ns mean, %s ns largest\n", n[5], n[6]);
+}
+
 static int64_t ns_of(const struct timespec *ts)
 {
 	return ts->tv_sec * 1000000000LL + ts->tv_nsec;
@@ -164,6 +230,7 @@ int main(int argc, char **argv)
 	printf("spread:          %llu ns\n", (unsigned long long)info.spread_ns);
 	printf("error bound:     %llu ns (an estimate, measured and not proven: pvread(3))\n",
 	       (unsigned long long)info.error_bound_ns);
+	print_refresh();
 	printf("tolerance:       %llu ns (PVREAD_MAX_ERROR_NS)\n",
 	       (unsigned long long)info.tolerance_ns);
 	printf("fast path:       %s\n", info.fast ? "yes" : "no");
