@@ -171,6 +171,8 @@ struct pvread_state {
 	unsigned int measure_drops;	/* ... in a row */
 	u64 measure_locked;		/* made under pvread.lock after that */
 	u64 coarse_held_ns;		/* see pvread_mirror(), at the last update */
+	unsigned int measure_cursor;	/* the next record to look at */
+	bool stable_round;		/* every look since the round began */
 	unsigned int measuring;		/* measurements looking at the records */
 	u64 updates_while_measuring;	/* notifier calls that did not wait */
 
@@ -241,6 +243,8 @@ struct pvread_meas {
 	u64 rate;		/* this CPU's record: ns per tick << 32 */
 	u64 rate_lo, rate_hi;	/* of all registered records */
 	bool all_stable;	/* every one had Xen's TSC-stable bit */
+	bool wrapped;		/* the last registered record was looked at */
+	unsigned int next;	/* where the next look starts */
 };
 
 struct attribute_group;

@@ -150,6 +150,7 @@ static int __init pvread_init(void)
 		return -ENODEV;
 	}
 	pvread.warmup_sec = PVREAD_WARMUP_SEC;
+	pvread.stable_round = true;
 	pvread.phys_area = xen_feature(PVREAD_XENFEAT_TIME_PHYS_AREA);
 	pvread_refresh_init();
 

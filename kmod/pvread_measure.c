@@ -20,6 +20,9 @@
 
 #define PVREAD_LINE_RATE_PPM	1	/* records at one rate: rounding only */
 
+/* Records looked at after each update besides this CPU's own. */
+#define PVREAD_MEASURE_BATCH	16
+
 /* Record @cpu at @tsc; false if Xen kept rewriting it. */
 static bool pvread_eval(unsigned int cpu, u64 tsc, u64 *cycles)
 {
@@ -45,17 +48,46 @@ static u64 pvread_pvti_rate(const struct pvclock_vcpu_time_info *p)
 	return shift >= 0 ? mul << shift : mul >> -shift;
 }
 
+/* One record into @m at both ends of its bracket; false if unreadable. */
+static bool pvread_look(unsigned int cpu, unsigned int self,
+			struct pvread_meas *m)
+{
+	u64 c, rate;
+
+	if (!(READ_ONCE(pvread_pvti(cpu)->flags) & PVCLOCK_TSC_STABLE_BIT))
+		m->all_stable = false;
+	if (!pvread_eval(cpu, m->t0, &c))
+		return false;
+	m->lo = min(m->lo, c);
+	if (!pvread_eval(cpu, m->t1, &c))
+		return false;
+	m->hi = max(m->hi, c);
+	rate = pvread_pvti_rate(pvread_pvti(cpu));
+	m->rate_lo = min(m->rate_lo, rate);
+	m->rate_hi = max(m->rate_hi, rate);
+	if (cpu == self || !m->rate)
+		m->rate = rate;
+	return true;
+}
+
 /*
  * How far apart are the registered records and the kernel's own clocksource
  * read, right now?  False when that cannot be told.  Without pvread.lock:
  * pvread.registered may change under the loop, and then pvread.gen has moved and
  * the caller throws the result away.  The records themselves stay mapped
  * until unload, which waits for the measurement.
+ *
+ * This CPU's record (the line's rate is its), then at most
+ * PVREAD_MEASURE_BATCH others from where the last look stopped: the look
+ * runs in hard-IRQ context, interrupts off, after every tick, and must not
+ * grow with the vCPUs.  Every record is looked at within
+ * nr_registered / PVREAD_MEASURE_BATCH ticks, well inside the bound's
+ * window (PVREAD_WINDOW_SEC), which keeps the worst it saw.
  */
 static bool pvread_measure_once(struct clocksource *cs, struct pvread_meas *m)
 {
-	unsigned int cpu, self = smp_processor_id();
-	u64 c, rate;
+	unsigned int self = smp_processor_id(), n = 0;
+	int cpu;
 
 	m->t0 = rdtsc_ordered();
 	m->k = cs->read(cs);
@@ -68,20 +100,23 @@ static bool pvread_measure_once(struct clocksource *cs, struct pvread_meas *m)
 	m->rate_lo = U64_MAX;
 	m->rate_hi = 0;
 	m->all_stable = true;
-	for_each_cpu(cpu, pvread.registered) {
-		if (!(READ_ONCE(pvread_pvti(cpu)->flags) & PVCLOCK_TSC_STABLE_BIT))
-			m->all_stable = false;
-		if (!pvread_eval(cpu, m->t0, &c))
+	m->wrapped = true;
+	m->next = 0;
+	if (cpumask_test_cpu(self, pvread.registered) &&
+	    !pvread_look(self, self, m))
+		return false;
+	for (cpu = cpumask_next((int)READ_ONCE(pvread.measure_cursor) - 1,
+				pvread.registered);
+	     cpu < nr_cpu_ids; cpu = cpumask_next(cpu, pvread.registered)) {
+		if (cpu == self)
+			continue;
+		if (n++ == PVREAD_MEASURE_BATCH) {
+			m->wrapped = false;
+			m->next = cpu;
+			break;
+		}
+		if (!pvread_look(cpu, self, m))
 			return false;
-		m->lo = min(m->lo, c);
-		if (!pvread_eval(cpu, m->t1, &c))
-			return false;
-		m->hi = max(m->hi, c);
-		rate = pvread_pvti_rate(pvread_pvti(cpu));
-		m->rate_lo = min(m->rate_lo, rate);
-		m->rate_hi = max(m->rate_hi, rate);
-		if (cpu == self || !m->rate)
-			m->rate = rate;
 	}
 	return m->rate != 0;
 }
@@ -270,8 +305,23 @@ void pvread_measure_work(struct irq_work *work)
 		bound = pvread_window_bound(now_sec, spread);
 		ready = now_sec >= pvread.first_sec + pvread.warmup_sec;
 	}
-	/* Rarely not measured: then a look at the bits alone, locked. */
-	pvread.all_stable = measured ? m.all_stable : pvread_all_stable();
+	/*
+	 * Every record carries the stable bit if every look of a whole
+	 * round of them saw it; one without it is news at once.  Rarely not
+	 * measured: then a look at the bits alone, locked.
+	 */
+	if (measured) {
+		pvread.stable_round &= m.all_stable;
+		if (!m.all_stable)
+			pvread.all_stable = false;
+		if (m.wrapped) {
+			pvread.all_stable = pvread.stable_round;
+			pvread.stable_round = true;
+		}
+		pvread.measure_cursor = m.next;
+	} else {
+		pvread.all_stable = pvread_all_stable();
+	}
 	if (bound != U64_MAX)
 		bound = pvread_carried_bound(tk, bound);
 	pvread.ready = ready;

@@ -389,8 +389,8 @@ const struct attribute_group *pvread_groups[] = {
  * The work this module does with interrupts off, in ns, the last and the
  * largest since load (write 0 to start again): the notifier, which the
  * timekeeper waits for under its lock (constant work); the measurement
- * after it, hard-IRQ, one look at every registered record (grows with the
- * vCPUs); the TSC check, every CPU stopped (PVREAD_WARP_MAX_US each, and
+ * after it, hard-IRQ, one look at this CPU's record and at most 16 others
+ * (PVREAD_MEASURE_BATCH); the TSC check, every CPU stopped (PVREAD_WARP_MAX_US each, and
  * the lock's hand-offs).  Also measurements an update overtook, those
  * made under the lock after that, and anchors the TSC rejected.
  * Debugging aids: nothing depends on them, so a failure is not fatal.
