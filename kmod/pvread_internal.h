@@ -311,5 +311,6 @@ extern uint pvread_test_anchor_tsc_back;
 extern uint pvread_test_check_delay_ms;
 extern int pvread_test_tsc_skew;
 void pvread_test_hold(void);
+void pvread_test_check_hold(void);
 
 #endif /* PVREAD_INTERNAL_H */

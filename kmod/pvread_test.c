@@ -39,6 +39,10 @@ uint pvread_test_check_delay_ms;
 module_param_named(test_check_delay_ms, pvread_test_check_delay_ms, uint, 0444);
 MODULE_PARM_DESC(test_check_delay_ms, "For tests: a TSC check queued by a vCPU coming online starts this many ms late (at most 1000)");
 
+static uint test_check_hold_ms;
+module_param(test_check_hold_ms, uint, 0600);
+MODULE_PARM_DESC(test_check_hold_ms, "For tests: the next TSC check waits this many ms between stopping the CPUs and taking its result (at most 5000; once; reads 0 once taken)");
+
 int pvread_test_tsc_skew;
 module_param_named(test_tsc_skew, pvread_test_tsc_skew, int, 0644);
 MODULE_PARM_DESC(test_tsc_skew, "For tests: the TSC check sees the TSC of the last online CPU go back by this many ticks");
@@ -54,4 +58,19 @@ void pvread_test_hold(void)
 	ms = xchg(&test_measure_hold_ms, 0);
 	if (ms)
 		mdelay(min(ms, 1000U));
+}
+
+/*
+ * test_check_hold_ms: a TSC check held after its stop_machine, so that a
+ * test can bring a vCPU online before the result is taken.
+ */
+void pvread_test_check_hold(void)
+{
+	unsigned int ms;
+
+	if (likely(!READ_ONCE(test_check_hold_ms)))
+		return;
+	ms = xchg(&test_check_hold_ms, 0);
+	if (ms)
+		msleep(min(ms, 5000U));
 }

@@ -80,7 +80,7 @@ void pvread_tsc_check(void)
 	unsigned long irqflags;
 	cpumask_var_t covered;
 	u64 resumes, t0;
-	bool warn;
+	bool warn, again;
 	int ret = 0;
 
 	if (!zalloc_cpumask_var(&covered, GFP_KERNEL))
@@ -102,6 +102,8 @@ void pvread_tsc_check(void)
 	pvread.check_last_ns = local_clock() - t0;
 	pvread.check_max_ns = max(pvread.check_max_ns, pvread.check_last_ns);
 
+	pvread_test_check_hold();
+
 	raw_spin_lock_irqsave(&pvread.lock, irqflags);
 	/* A resume since: maybe another host; its own check will tell. */
 	if (pvread.resumes != resumes) {
@@ -111,9 +113,25 @@ void pvread_tsc_check(void)
 	warn = w.worst && !pvread.tsc_warp;
 	pvread.tsc_warp = w.worst;
 	cpumask_copy(pvread.tsc_covered, covered);
-	pvread.tsc_checked = true;
+	/*
+	 * A CPU that came online since the stop is not covered by this
+	 * check, and its online callback may not know: it compared itself
+	 * with the previous check's tsc_covered, which may have seen it
+	 * (then no check was queued), and if it did queue one, taking this
+	 * result would still say checked until that one runs.  So the
+	 * result counts only if every online CPU was covered; else another
+	 * check.  A CPU is in cpu_online_mask before its online callback
+	 * takes this lock: whichever of the two takes it second sees the
+	 * CPU uncovered.  A stop_machine that failed covered nobody: its
+	 * warp keeps the line off already, and asking again could go on
+	 * for ever.
+	 */
+	again = !ret && !cpumask_subset(cpu_online_mask, covered);
+	pvread.tsc_checked = !again;
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);
+	if (again)
+		schedule_work(&pvread.check_work);
 	if (warn)
 		pr_warn("the TSC went back across vCPUs (%lld ticks): no clock line\n",
 			w.worst == U64_MAX ? -1LL : (s64)w.worst);

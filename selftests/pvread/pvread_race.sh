@@ -63,5 +63,67 @@ check "race: every load and unload succeeded" \
 	[ "$loads" -eq "$rounds" -a "$unloads" -eq "$rounds" ]
 check "race: cpu$last came online every round, registered when the load raced it" \
 	[ "$onl" -eq "$rounds" -a "$bad" -eq 0 ]
+
+# The TSC check racing a vCPU coming online.  A check covers the CPUs
+# online at its stop_machine; one that comes online after the stop and
+# before the check takes its result is not covered, so that result must
+# not say checked: the module asks for another check, and the line waits
+# for it (line "unchecked").  Here cpu$last was online at load, so the
+# load's check covered it and its online callback queues no check of its
+# own: before that rule the held check's result said checked, the line
+# read what it did before, and cpu$last was left in no check at all.
+# test_check_hold_ms holds a check between its stop and its result (5 s; the
+# parameter reads 0 once the hold has begun), and test_check_delay_ms the
+# check asked for after it, so that "unchecked" is there to be seen.
+sys=/sys/class/misc/pvread
+params=/sys/module/pvread/parameters
+line_wait() {
+	_n=0
+	while [ "$(cat $sys/line)" = unchecked ] && [ $_n -lt 100 ]; do
+		sleep 0.1
+		_n=$((_n + 1))
+	done
+	cat $sys/line
+}
+# shellcheck disable=SC2086  # one word per parameter
+if ! insmod "$mod" $PVREAD_KMOD_ARGS test_check_delay_ms=1000; then
+	check "race: TSC check: insmod with test_check_delay_ms=1000" false
+else
+	pvread_wait_expected 30
+	echo 0 > "$online"
+	l0=$(line_wait)
+	case $l0 in
+	off|stable|pti|unvouched|unchecked)
+		skip "race: a vCPU online during the TSC check leaves the line unchecked" "line $l0 says nothing of the check"
+		;;
+	*)
+		echo 5000 > $params/test_check_hold_ms
+		echo 1 > $sys/tsc_check &
+		chk=$!
+		n=0
+		while [ "$(cat $params/test_check_hold_ms)" != 0 ] && [ $n -lt 200 ]; do
+			sleep 0.05
+			n=$((n + 1))
+		done
+		echo 1 > "$online"
+		raced=no
+		kill -0 $chk 2>/dev/null && raced=yes
+		wait $chk
+		l1=$(cat $sys/line)
+		l2=$(line_wait)
+		echo "# race: TSC check held, cpu$last online meanwhile (before the check ended: $raced): line $l0 before, $l1 when the check returned, $l2 after"
+		if [ $raced = no ]; then
+			skip "race: a vCPU online during the TSC check leaves the line unchecked" "cpu$last came online after the held check ended"
+		else
+			check "race: a vCPU online during the TSC check leaves the line unchecked" \
+				[ "$l1" = unchecked ]
+			check "race: ... until a check covers it, then the expected mode and line" \
+				pvread_wait_expected 30
+		fi
+		;;
+	esac
+	echo 1 > "$online" 2>/dev/null
+	rmmod pvread || check "race: TSC check: rmmod pvread" false
+fi
 check_dmesg
 pvread_done
