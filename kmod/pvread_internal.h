@@ -69,6 +69,7 @@ struct pvread_line_state {
  */
 struct pvread_cpu {
 	bool in_xen;		/* Xen may write the area: let go before freeing */
+	bool by_phys;		/* registered by physical address: let go so */
 	bool stuck;		/* Xen refused to let go of the area */
 	int error;
 	struct timer_list refresh_timer;
@@ -103,6 +104,7 @@ struct pvread_state {
 	struct pvread_cpu *cpus;
 	enum cpuhp_state hp_state;
 	bool cpu0_owned_by_kernel;
+	/* cleared if a restore lands on a Xen without it: READ_ONCE */
 	bool phys_area;			/* areas by physical address */
 
 	/*

@@ -233,7 +233,7 @@ static int __init pvread_init(void)
 	pvread_debugfs_init();
 	pr_info("%u vCPU records registered by %s address%s%s; clocksource %s\n",
 		cpumask_weight(pvread.registered),
-		pvread.phys_area ? "physical" : "virtual",
+		READ_ONCE(pvread.phys_area) ? "physical" : "virtual",
 		pvread_xen_drops_updates() ?
 		", which Xen skips under KPTI: refreshed each jiffy" : "",
 		pvread.cpu0_owned_by_kernel ? " (vCPU 0's belongs to the vDSO)" : "",

@@ -182,7 +182,7 @@ static DEVICE_ATTR_RO(xen_tsc);
 static ssize_t area_show(struct device *dev, struct device_attribute *attr,
 			 char *buf)
 {
-	return sysfs_emit(buf, "%s\n", pvread.phys_area ? "phys" : "virt");
+	return sysfs_emit(buf, "%s\n", READ_ONCE(pvread.phys_area) ? "phys" : "virt");
 }
 static DEVICE_ATTR_RO(area);
 

@@ -27,23 +27,69 @@
 
 #include "pvread_internal.h"
 
-static int pvread_register_area(unsigned int cpu, struct pvread_pvclock *p)
+/*
+ * Xen's answer to an operation it does not have: ENOSYS in its public
+ * errno.h, 38 as on Linux/x86, passed on by the hypercall as it is.
+ */
+#define PVREAD_XEN_NO_OP	38
+
+static int pvread_area_op(unsigned int cpu, struct pvread_pvclock *p,
+			  bool phys)
 {
 	struct vcpu_register_time_memory_area area = {
 		.addr.v = (struct pvclock_vcpu_time_info *)p,
 	};
 	u64 addr;
 
-	/* Only ever on @cpu itself: see pvread_unregister_self(). */
-	if (WARN_ON_ONCE(cpu != raw_smp_processor_id()))
-		return -EINVAL;
-	if (pvread.phys_area) {
+	if (phys) {
 		addr = p ? virt_to_machine(p).maddr : ~0ULL;
 		return HYPERVISOR_vcpu_op(PVREAD_VCPUOP_TIME_PHYS_AREA,
 					  xen_vcpu_nr(cpu), &addr);
 	}
 	return HYPERVISOR_vcpu_op(VCPUOP_register_vcpu_time_memory_area,
 				  xen_vcpu_nr(cpu), &area);
+}
+
+/*
+ * Register @p as @cpu's area, or let go of it (@p NULL).  The operation
+ * chosen at load may be gone: a restore or migration can land on a Xen
+ * without the physical-area one, which then answers -ENOSYS to every
+ * registration and every letting go, and the pages would leak at unload.
+ * The virtual-address one is there on every Xen: fall back to it, for
+ * good (pvread.phys_area, which other CPUs, sysfs and
+ * pvread_xen_drops_updates() read).  Xen keeps the two kinds of area
+ * apart, so an area is let go of by the operation that registered it
+ * (pc->by_phys); a Xen without the physical one cannot hold an area by
+ * it: the restore that brought the guest there dropped every area.
+ */
+static int pvread_register_area(unsigned int cpu, struct pvread_pvclock *p)
+{
+	struct pvread_cpu *pc = &pvread.cpus[cpu];
+	int ret;
+
+	/* Only ever on @cpu itself: see pvread_unregister_self(). */
+	if (WARN_ON_ONCE(cpu != raw_smp_processor_id()))
+		return -EINVAL;
+	if (!p) {
+		ret = pvread_area_op(cpu, NULL, pc->by_phys);
+		if (!(pc->by_phys && ret == -PVREAD_XEN_NO_OP))
+			return ret;
+		WRITE_ONCE(pvread.phys_area, false);
+		return 0;
+	}
+	pc->by_phys = READ_ONCE(pvread.phys_area);
+	if (pc->by_phys) {
+		ret = pvread_area_op(cpu, p, true);
+		if (ret != -PVREAD_XEN_NO_OP)
+			return ret;
+		if (READ_ONCE(pvread.phys_area)) {
+			WRITE_ONCE(pvread.phys_area, false);
+			pr_warn("cpu%u: Xen no longer takes time areas by physical address: by virtual address from now on\n",
+				cpu);
+		}
+		pc->by_phys = false;
+	}
+	return pvread_area_op(cpu, p, false);
 }
 
 /*
@@ -135,7 +181,7 @@ static void pvread_retire(unsigned int cpu, struct cpumask *keep)
  */
 bool pvread_xen_drops_updates(void)
 {
-	return !xen_pv_domain() && !pvread.phys_area &&
+	return !xen_pv_domain() && !READ_ONCE(pvread.phys_area) &&
 	       boot_cpu_has(X86_FEATURE_PTI);
 }
 
