@@ -331,14 +331,32 @@ static int pvread_syscore_suspend_hook(void)
 	return 0;
 }
 
-/* Before a reboot, halt, poweroff or kexec: on each CPU, its own area. */
+/*
+ * Before a reboot, halt, poweroff or kexec: on each CPU, its own area.
+ * Every CPU runs this at once and the timekeeper may be waiting for the
+ * lock, so nothing under it reads another CPU's record; the one full
+ * republish (every record's stable bit) follows on_each_cpu() in
+ * pvread_reboot_notify().
+ * Before Xen stops writing the record, nobody may be left trusting it:
+ *  - a reader of records trusts one by its own state word, not by the
+ *    header: it is cleared here, before the hypercall;
+ *  - a reader of the line reads no record, and the page said mode none
+ *    (suspended) before the first of these IPIs;
+ *  - the header's count of registered records goes down under its seq
+ *    here too, so that it never counts a record Xen no longer writes;
+ *  - pvread.gen moves, so that a measurement that looked at this record
+ *    while it went stale is dropped.
+ */
 static void pvread_shutdown_cpu(void *unused)
 {
 	unsigned int cpu = smp_processor_id();
 
 	raw_spin_lock(&pvread.lock);	/* an IPI: interrupts are off */
 	pvread_retire(cpu, NULL);
-	pvread_republish();
+	pvread.gen++;
+	pvread_write_begin(pvread.hdr);
+	pvread.hdr->nr_registered = cpumask_weight(pvread.registered);
+	pvread_write_end(pvread.hdr);
 	raw_spin_unlock(&pvread.lock);
 	if (pvread.cpus[cpu].in_xen)
 		pvread_unregister_self(cpu);
@@ -367,6 +385,10 @@ static int pvread_reboot_notify(struct notifier_block *nb,
 	cpus_read_lock();
 	on_each_cpu(pvread_shutdown_cpu, NULL, 1);
 	cpus_read_unlock();
+
+	raw_spin_lock_irqsave(&pvread.lock, irqflags);
+	pvread_republish();
+	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);
 	return NOTIFY_DONE;
 }
 
@@ -446,11 +468,19 @@ void pvread_unregister_syscore(void)
 }
 #endif
 
-/* After a resume, on each CPU: its record again. */
+/*
+ * After a resume, on each CPU: its record again.  Every CPU runs this at
+ * once: nothing under the lock reads another CPU's record, and the one
+ * full republish follows on_each_cpu() in pvread_resume_work().  A
+ * record Xen writes may be trusted as soon as its state says so; the
+ * header's count and stable flag catch up then, and no line is read
+ * meanwhile (the resume left the TSC unchecked and the module warming
+ * up).
+ */
 static void pvread_resume_cpu(void *unused)
 {
 	unsigned int cpu = smp_processor_id();
-	bool again, done = false;
+	bool again, done;
 
 	raw_spin_lock(&pvread.lock);
 	again = cpumask_test_and_clear_cpu(cpu, pvread.to_register) &&
@@ -458,23 +488,31 @@ static void pvread_resume_cpu(void *unused)
 	raw_spin_unlock(&pvread.lock);
 	/* A hypercall, maybe long: not under the lock every CPU takes. */
 	done = again && !pvread_register_self(cpu);
+	if (!again)
+		return;
 
 	raw_spin_lock(&pvread.lock);
 	if (done) {
 		cpumask_set_cpu(cpu, pvread.registered);
 		WRITE_ONCE(pvread_record(cpu)->state, PVREAD_RECORD_REGISTERED);
-	} else if (again) {
+	} else {
 		cpumask_set_cpu(cpu, pvread.unregistered);
 	}
-	pvread_republish();
+	pvread.gen++;	/* a measurement looking meanwhile missed it */
 	raw_spin_unlock(&pvread.lock);
 }
 
 void pvread_resume_work(struct work_struct *work)
 {
+	unsigned long irqflags;
+
 	cpus_read_lock();
 	on_each_cpu(pvread_resume_cpu, NULL, 1);
 	cpus_read_unlock();
+
+	raw_spin_lock_irqsave(&pvread.lock, irqflags);
+	pvread_republish();
+	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);
 	pvread_tsc_check();
 }
 
