@@ -299,7 +299,7 @@ bool pvread_line_anchor(struct pvread_header *h, const struct timekeeper *tk,
 			const struct pvread_meas *m, u64 *dev_out,
 			u64 *end_out);
 
-/* pvread_tsc.c: one TSC across vCPUs */
+/* pvread_tsc.c: one TSC across vCPUs; calls nothing in pvread_xen.c */
 void pvread_tsc_check(void);
 void pvread_check_work(struct work_struct *work);
 

@@ -161,6 +161,8 @@ static int __init pvread_init(void)
 		return -E2BIG;
 	}
 	raw_spin_lock_init(&pvread.lock);
+	/* Before any CPU comes online here and queues a TSC check. */
+	pvread_read_xen_tsc();
 	pvread.cpus = kcalloc(nr_cpu_ids, sizeof(*pvread.cpus), GFP_KERNEL);
 	if (!pvread.cpus || !zalloc_cpumask_var(&pvread.registered, GFP_KERNEL) ||
 	    !zalloc_cpumask_var(&pvread.to_register, GFP_KERNEL) ||

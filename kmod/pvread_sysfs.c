@@ -195,8 +195,10 @@ static ssize_t tsc_check_store(struct device *dev,
 
 	if (kstrtobool(buf, &v))
 		return -EINVAL;
-	if (v)
+	if (v) {
+		pvread_read_xen_tsc();
 		pvread_tsc_check();
+	}
 	return count;
 }
 static DEVICE_ATTR_WO(tsc_check);

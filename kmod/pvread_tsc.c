@@ -2,7 +2,10 @@
 /*
  * The check that every vCPU's TSC tells the same time, which the line
  * depends on: every online CPU stopped at once, each comparing its TSC
- * with the one read last by any of them.
+ * with the one read last by any of them.  It asks nothing of Xen and
+ * calls nothing in pvread_xen.c, which calls it (a resume's check): the
+ * callers that may follow a change of host read Xen's CPUID leaf first
+ * (pvread_read_xen_tsc()).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -69,7 +72,7 @@ static int pvread_warp_fn(void *data)
 /*
  * The line serves every CPU, so every CPU's TSC must tell the same time:
  * measure it at load, after every resume (another host, maybe another
- * TSC), and on request.
+ * TSC), when a CPU no check covered comes online, and on request.
  */
 void pvread_tsc_check(void)
 {
@@ -89,7 +92,6 @@ void pvread_tsc_check(void)
 	raw_spin_lock_init(&w.lock);
 	w.covered = covered;
 	mutex_lock(&pvread.check_mutex);
-	pvread_read_xen_tsc();
 	raw_spin_lock_irqsave(&pvread.lock, irqflags);
 	resumes = pvread.resumes;
 	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);

@@ -513,6 +513,8 @@ void pvread_resume_work(struct work_struct *work)
 	raw_spin_lock_irqsave(&pvread.lock, irqflags);
 	pvread_republish();
 	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);
+	/* Maybe another host: what Xen says of its TSC, then the TSC. */
+	pvread_read_xen_tsc();
 	pvread_tsc_check();
 }
 
@@ -522,7 +524,10 @@ void pvread_resume_work(struct work_struct *work)
  * tsc_mode, ECX the guest's TSC kHz.  Either bit means one TSC across
  * vCPUs: emulated, Xen derives it from its own system time; native in
  * tsc_mode default, Xen found the TSC safe across pCPUs.  It can change
- * on a restore or migration, so it is read again after each resume.
+ * on a restore or migration, so it is read at load, after each resume
+ * and on a tsc_check write, each time before the TSC check (which calls
+ * nothing here); a vCPU coming online does not move the guest to
+ * another host.
  */
 void pvread_read_xen_tsc(void)
 {
