@@ -26,6 +26,7 @@
 #include <linux/reboot.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/user_namespace.h>
 #include <asm/msr.h>
 #include <asm/pvclock.h>
 #include <xen/features.h>
@@ -57,7 +58,23 @@ static int pvread_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EACCES;
 	if (vma->vm_flags & VM_EXEC)
 		return -EPERM;
-	if (vma->vm_pgoff || len > pvread.size)
+	if (vma->vm_pgoff >= pvread.size >> PAGE_SHIFT ||
+	    len > pvread.size - (vma->vm_pgoff << PAGE_SHIFT))
+		return -EINVAL;
+	/*
+	 * Past the header are Xen's system time and the moments Xen writes
+	 * each record (see the UAPI header): for a privileged reader only.
+	 * Decided by the credentials of whoever opened the file, as the
+	 * device's mode is: a privileged process may hand its descriptor
+	 * on, and a set-user-ID program that maps a descriptor an
+	 * unprivileged user gave it maps no more than that user could.
+	 * VM_DONTEXPAND keeps a header mapping from growing into the rest.
+	 */
+	if ((vma->vm_pgoff || len > PAGE_SIZE) &&
+	    !file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN))
+		return -EPERM;
+	/* The layout is offsets from the header: it is mapped from 0. */
+	if (vma->vm_pgoff)
 		return -EINVAL;
 #ifdef PVREAD_HAVE_VM_FLAGS_MOD	/* Linux 6.3 on, see Kbuild */
 	vm_flags_mod(vma, VM_DONTEXPAND | VM_DONTDUMP, VM_MAYWRITE | VM_MAYEXEC);
@@ -143,6 +160,7 @@ static int __init pvread_init(void)
 {
 	struct pvread_header *h;
 	unsigned int cpu;
+	size_t records;
 	int ret;
 
 	if (!xen_domain()) {
@@ -154,7 +172,9 @@ static int __init pvread_init(void)
 	pvread.phys_area = xen_feature(PVREAD_XENFEAT_TIME_PHYS_AREA);
 	pvread_refresh_init();
 
-	pvread.size = PAGE_SIZE + PAGE_ALIGN(nr_cpu_ids * sizeof(struct pvread_record));
+	records = nr_cpu_ids * sizeof(struct pvread_record);
+	pvread.size = PAGE_SIZE +
+		      PAGE_ALIGN(records + sizeof(struct pvread_timekeeper));
 	if (nr_cpu_ids > PVREAD_MAX_RECORDS || pvread.size > U32_MAX) {
 		pr_err("%u CPUs: more than the page layout can name\n",
 		       nr_cpu_ids);
@@ -186,6 +206,7 @@ static int __init pvread_init(void)
 	h->record_offset = PAGE_SIZE;
 	h->record_stride = sizeof(struct pvread_record);
 	h->map_size = pvread.size;
+	h->priv_tk_offset = PAGE_SIZE + records;
 	h->error_bound_ns = U64_MAX;
 	h->spread_ns = U64_MAX;
 	pvread.cpu0_owned_by_kernel = !!pvclock_get_pvti_cpu0_va();

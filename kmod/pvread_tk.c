@@ -100,6 +100,24 @@ static u64 pvread_mirror(struct pvread_timekeeper *m,
 	return (coarse.sec - now.sec) * NSEC_PER_SEC + coarse.snsec - now.snsec;
 }
 
+/* The whole timekeeper, past the header page: privileged readers' only. */
+static struct pvread_timekeeper *pvread_priv_tk(void)
+{
+	return (void *)((u8 *)pvread.area + pvread.hdr->priv_tk_offset);
+}
+
+/*
+ * The header's copy for every reader, without the clocksource values:
+ * under the xen clocksource those are Xen's system time, the host's
+ * uptime where Xen does not emulate the TSC (see the UAPI header).
+ */
+static void pvread_publish_tk(struct pvread_header *h)
+{
+	h->tk = *pvread_priv_tk();
+	h->tk.cycle_last = 0;
+	h->tk.raw_cycle_last = 0;
+}
+
 /*
  * Called by the timekeeper at every update (ticks, settimeofday and
  * clock_settime, adjtimex, a clocksource change), inside its write section
@@ -139,7 +157,8 @@ static int pvread_gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	pvread.last_update_ns = ktime_get_mono_fast_ns();
 
 	pvread_write_begin(h);
-	pvread.coarse_held_ns = pvread_mirror(&h->tk, tk);
+	pvread.coarse_held_ns = pvread_mirror(pvread_priv_tk(), tk);
+	pvread_publish_tk(h);
 	if (pvread.ln.live)
 		pvread_line_bases(&h->line, tk);
 	if (!xen) {
@@ -289,7 +308,7 @@ int pvread_check_mirror(void)
 		if (pvread_kernel_time_get(&kt))
 			continue;
 		raw_spin_lock_irqsave(&pvread.lock, irqflags);
-		m = pvread.hdr->tk;
+		m = *pvread_priv_tk();
 		updates = pvread.hdr->updates;
 		held = pvread.coarse_held_ns;
 		raw_spin_unlock_irqrestore(&pvread.lock, irqflags);

@@ -1517,7 +1517,7 @@ static int info_disruptions(void)
  */
 static int use_page_errors(void)
 {
-	static const uint32_t versions[] = { 0, 1, 2, 4, UINT32_MAX };
+	static const uint32_t versions[] = { 0, 1, 2, 3, 5, UINT32_MAX };
 	struct timespec ts;
 	uint32_t nr, off;
 	char junk[8192] = { 0 };

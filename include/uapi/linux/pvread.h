@@ -8,10 +8,26 @@
  *   offset header.record_offset  header.nr_records x struct pvread_record,
  *                                header.record_stride bytes apart,
  *                                indexed by Linux CPU number
+ *   offset header.priv_tk_offset struct pvread_timekeeper: header.tk whole
  *
- * The mapping is header.map_size bytes long.  Xen writes the pvclock part of
- * every record (its secondary copy of the vCPU's time record, see
- * VCPUOP_register_vcpu_time_memory_area); the module writes everything else.
+ * The mapping is header.map_size bytes long, from offset 0.  Xen writes the
+ * pvclock part of every record (its secondary copy of the vCPU's time
+ * record, see VCPUOP_register_vcpu_time_memory_area); the module writes
+ * everything else.
+ *
+ * Who may map what.  Anyone may open the device (mode 0444) and map its
+ * first page, the header: all that reading the time needs.  A mapping of
+ * anything past it fails with EPERM unless the opener of the file had
+ * CAP_SYS_ADMIN.  The records and the timekeeper's cycle_last are Xen's
+ * system time, which on a host without TSC emulation is the host's uptime,
+ * and a record's version steps each time Xen writes it, which shows when
+ * Xen schedules the vCPU (and, under KPTI, whether it ran user or kernel
+ * code then): across guests on one host, a signal of co-residency.  So
+ * header.tk has cycle_last and raw_cycle_last 0 (as Linux's vDSO data
+ * publishes no cycle_last where its clock mode is none), and the copy
+ * with them is at header.priv_tk_offset, written under the same
+ * header.seq.  Up to ABI version 3 the header's tk had them, and every
+ * opener could map the whole layout.
  *
  * Reading the time, in user space:
  *  1. s = header.seq; odd means an update is in progress: retry.
@@ -25,10 +41,11 @@
  *     where offered) on any CPU; the _COARSE clocks from tk.base[], the
  *     timekeeper's at its last update.
  *
- * The records and header.tk are there to be checked, not read from: the
- * module measures the line against them at every update, and a tool or a
- * test can evaluate a record the way the kernel's "xen" clocksource does
- * (record.pvclock: the vCPU's own record; not ordered across vCPUs):
+ * The records and the timekeeper are there to be checked, not read from:
+ * the module measures the line against them at every update, and a
+ * privileged tool or test can evaluate a record the way the kernel's "xen"
+ * clocksource does, with the timekeeper at header.priv_tk_offset (its
+ * record.pvclock: the vCPU's own record; not ordered across vCPUs):
  *     cycles = system_time + ((tsc - tsc_timestamp) << tsc_shift, or >> if
  *     negative) * tsc_to_system_mul >> 32, with a 128-bit product;
  *     delta = cycles - cycle_last (0 if negative), and if delta is below
@@ -45,7 +62,7 @@
 
 #define PVREAD_DEVICE		"/dev/pvread"
 #define PVREAD_MAGIC		0x44525650	/* "PVRD" little-endian */
-#define PVREAD_ABI_VERSION	3
+#define PVREAD_ABI_VERSION	4	/* 4: the records and cycle_last privileged */
 
 /* The most records a page holds (indexed by Linux CPU number). */
 #define PVREAD_MAX_RECORDS	4096
@@ -130,6 +147,11 @@ struct pvread_clock_base {
 /* Indexed by clockid_t: REALTIME 0 ... TAI 11. */
 #define PVREAD_NR_CLOCK_BASES	16
 
+/*
+ * The timekeeper's conversion, as update_vsyscall() gives the vDSO.  In
+ * header.tk, cycle_last and raw_cycle_last are 0 (see the top): the
+ * _COARSE bases and the rate are there for every reader.
+ */
 struct pvread_timekeeper {
 	__u64 cycle_last;
 	__u64 mask;
@@ -273,7 +295,7 @@ struct pvread_header {
 	__u64 error_bound_ns;	/* estimated |reading - kernel's|, see above */
 	__u64 updates;		/* timekeeper updates mirrored since load */
 	__u64 spread_ns;	/* records' disagreement at the last update */
-	__u32 pad;
+	__u32 priv_tk_offset;	/* the whole timekeeper, past the header page */
 	__u32 line_state;	/* PVREAD_LINE_* */
 	__u64 tsc_warp;		/* worst TSC step back across vCPUs, ticks */
 	struct pvread_timekeeper tk;
@@ -347,6 +369,7 @@ __PVREAD_ASSERT_OFFSET(struct pvread_line, mul, 16);
 __PVREAD_ASSERT_OFFSET(struct pvread_line, shift, 24);
 __PVREAD_ASSERT_OFFSET(struct pvread_line, base, 48);
 _Static_assert(sizeof(struct pvread_line) == 304, "line size");
+__PVREAD_ASSERT_OFFSET(struct pvread_header, priv_tk_offset, 64);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, line_state, 68);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, tk, 80);
 __PVREAD_ASSERT_OFFSET(struct pvread_header, line, 408);
