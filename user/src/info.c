@@ -138,6 +138,10 @@ static int sample_pvclock(struct pvread_sample *sample)
 		errno = ENODEV;
 		return -1;
 	}
+	if (!p->map.records) {	/* the module's for a privileged opener */
+		errno = EPERM;
+		return -1;
+	}
 	/*
 	 * The record of the CPU the kernel says this thread is on before and
 	 * after the TSC read: a thread that moves and comes back in between
@@ -273,6 +277,10 @@ int pvread_get_record(unsigned int cpu, struct pvread_record *rec)
 	}
 	if (cpu >= m->nr_records) {
 		errno = ERANGE;
+		return -1;
+	}
+	if (!m->records) {	/* the module's for a privileged opener */
+		errno = EPERM;
 		return -1;
 	}
 	r = (const struct pvread_record *)(m->records + (size_t)cpu * m->stride);

@@ -80,7 +80,7 @@ struct timens {
  */
 struct mapping {
 	const struct pvread_header *hdr;
-	const unsigned char *records;
+	const unsigned char *records;	/* NULL: only the header is mapped */
 	uint32_t nr_records;
 	uint32_t stride;
 	uint64_t tolerance_ns;

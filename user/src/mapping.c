@@ -182,14 +182,18 @@ static void read_timens(struct timens *ns)
 	ns->unknown = !own_timens_is_childrens();
 }
 
-/* Is @p, @size bytes long, a page this library can read? */
+/*
+ * Is @p, @size bytes long, a page this library can read?  The header alone
+ * is one, without the records (@size below header.map_size): the module
+ * maps the rest only for a privileged opener.
+ */
 static bool adopt_page(struct mapping *m, const void *p, size_t size)
 {
 	const struct pvread_header *h = p;
 
 	if ((uintptr_t)p % _Alignof(struct pvread_header) ||
 	    size < sizeof(*h) || h->magic != PVREAD_MAGIC ||
-	    h->abi_version != PVREAD_ABI_VERSION || h->map_size > size ||
+	    h->abi_version != PVREAD_ABI_VERSION ||
 	    h->record_stride < sizeof(struct pvread_record) ||
 	    h->record_offset < sizeof(*h) || h->nr_records > PVREAD_MAX_RECORDS ||
 	    (h->record_offset | h->record_stride) %
@@ -198,7 +202,8 @@ static bool adopt_page(struct mapping *m, const void *p, size_t size)
 	    (uint64_t)h->nr_records * h->record_stride > h->map_size)
 		return false;
 	m->hdr = h;
-	m->records = (const unsigned char *)p + h->record_offset;
+	m->records = h->map_size <= size ?
+		     (const unsigned char *)p + h->record_offset : NULL;
 	m->nr_records = h->nr_records;
 	m->stride = h->record_stride;
 	m->tolerance_ns = tolerance_from_env();
@@ -211,7 +216,7 @@ static bool adopt_page(struct mapping *m, const void *p, size_t size)
 static bool map_device(struct mapping *m)
 {
 	uint32_t size;
-	void *p;
+	void *p, *all;
 	int fd;
 
 	fd = sys_open(PVREAD_DEVICE, O_RDONLY);
@@ -223,10 +228,19 @@ static bool map_device(struct mapping *m)
 	if (p == MAP_FAILED)
 		goto fail;
 	size = ((const struct pvread_header *)p)->map_size;
-	munmap(p, sizeof(struct pvread_header));
-	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		goto fail;
+	/*
+	 * The records too where the opener may map them (CAP_SYS_ADMIN), for
+	 * pvread_get_record() and pvread_sample_pvclock(); else (EPERM) the
+	 * header alone, which holds all a read needs.  As many calls either
+	 * way as one mapping after the other.
+	 */
+	all = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	if (all != MAP_FAILED) {
+		munmap(p, sizeof(struct pvread_header));
+		p = all;
+	} else {
+		size = sizeof(struct pvread_header);
+	}
 	if (!adopt_page(m, p, size)) {
 		munmap(p, size);
 		goto fail;

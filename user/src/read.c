@@ -37,7 +37,7 @@ __attribute__((cold)) void pvread_remember_stuck(struct process *p)
 
 	if (seq & 1)
 		atomic_store_explicit(&p->stuck_seq, seq, memory_order_relaxed);
-	for (cpu = 0; cpu < m->nr_records; cpu++) {
+	for (cpu = 0; m->records && cpu < m->nr_records; cpu++) {
 		const struct pvread_record *r = (const void *)
 			(m->records + (size_t)cpu * m->stride);
 

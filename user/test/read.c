@@ -562,6 +562,47 @@ static int unregistered_record(void)
 }
 
 /*
+ * The header page alone, as the module maps it for an unprivileged opener
+ * (its tk without cycle_last): every clock fast all the same; the records
+ * absent, so pvread_get_record() and pvread_sample_pvclock() say EPERM.
+ */
+static int header_page_only(void)
+{
+	struct pvread_record rec;
+	struct pvread_sample smp;
+	struct pvread_info info;
+	int r1, e1, r2, e2, r3, e3;
+	long bad;
+
+	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
+	    pvread_use_page(page.hdr, page.hdr->record_offset) ||
+	    synthetic_start(&page, 1000)) {
+		printf("# header page: %s\n", strerror(errno));
+		return 1;
+	}
+	bad = bracketed(CLOCK_MONOTONIC, 10000, FAST);
+	bad += bracketed(CLOCK_MONOTONIC_RAW, 10000, FAST);
+	bad += bracketed(CLOCK_MONOTONIC_COARSE, 1000, FAST);
+	bad += bracketed(CLOCK_REALTIME, 10000, FAST);
+	pin(0);
+	errno = 0;
+	r1 = pvread_get_record(0, &rec);
+	e1 = errno;
+	r2 = pvread_sample_pvclock(&smp);
+	e2 = errno;
+	r3 = pvread_get_record(page.hdr->nr_records, &rec);
+	e3 = errno;
+	pvread_get_info(&info);
+	printf("# header page only: get_record %d (%s), sample_pvclock %d (%s), get_record past the last %d (%s); mapped %d, fast %d, header cycle_last %llu\n",
+	       r1, strerror(e1), r2, strerror(e2), r3, strerror(e3),
+	       info.mapped, info.fast,
+	       (unsigned long long)page.hdr->tk.cycle_last);
+	return bad || r1 != -1 || e1 != EPERM || r2 != -1 || e2 != EPERM ||
+	       r3 != -1 || e3 != ERANGE || !info.mapped || !info.fast ||
+	       page.hdr->tk.cycle_last;
+}
+
+/*
  * The page's MONOTONIC_COARSE is held against the kernel's stepping back;
  * a fallback must not return less than the page did.
  */
@@ -1485,7 +1526,8 @@ static int info_disruptions(void)
 		return 1;
 	synthetic_write_begin(&page);
 	page.hdr->disruptions = 3;
-	page.hdr->pad = 0xdeadbeef;
+	/* ABI 2's stable record lived here; no ticker reads it meanwhile. */
+	page.hdr->priv_tk_offset = 0xdeadbeef;
 	synthetic_write_end(&page);
 	bad += pvread_get_info_size(&info, sizeof(info)) != 0;
 	printf("# the page's disruptions 3: pvread_get_info_size says %llu, stable_record %u\n",
@@ -2169,7 +2211,7 @@ static int record_copy_whole(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(42);
+	tap_plan(43);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -2184,6 +2226,7 @@ int main(void)
 	scenario("record anchored after the TSC: never extended backwards (sample EAGAIN), the line fast", record_from_the_future);
 	scenario("clocksource flip: line -> none (mode) -> line, fast again", clocksource_flip);
 	scenario("no record registered: the line fast, pvread_sample_pvclock ENODEV", unregistered_record);
+	scenario("the header page alone: every clock fast; get_record, sample_pvclock EPERM", header_page_only);
 	scenario("MONOTONIC_COARSE via libc never behind the page", coarse_fallback_not_behind_page);
 	scenario("MONOTONIC_COARSE via libc, writer stalled: never behind", coarse_fallback_writer_stalled);
 	scenario("pvread_use_page: EINVAL (ABI v2 and other versions, magic, size, alignment), EBUSY", use_page_errors);

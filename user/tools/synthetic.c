@@ -158,9 +158,16 @@ static int64_t offset(struct synthetic *s, int i, int64_t measured)
 	return s->offset[i];
 }
 
+/* The whole timekeeper, past the records, as the module writes it. */
+static struct pvread_timekeeper *priv_tk(struct synthetic *s)
+{
+	return (struct pvread_timekeeper *)((char *)s->hdr +
+					    s->hdr->priv_tk_offset);
+}
+
 void synthetic_tick(struct synthetic *s)
 {
-	struct pvread_timekeeper *tk = &s->hdr->tk;
+	struct pvread_timekeeper *tk = &s->hdr->tk, *ptk = priv_tk(s);
 	const unsigned int sh = SYNTHETIC_TK_SHIFT;
 	uint64_t cycles, mono, real, boot, tai, raw, mono_coarse, real_coarse;
 	uint64_t ours, ours_raw;
@@ -175,19 +182,18 @@ void synthetic_tick(struct synthetic *s)
 	real_coarse = now_ns(CLOCK_REALTIME_COARSE);
 	cycles = pvclock_now(s, __rdtsc());
 
-	if (tk->cycle_last) {
+	/* Only this thread writes the cycles: the header's copy has none. */
+	if (ptk->cycle_last) {
 		/* Carry on from where the last update's line has got to. */
 		ours = base_ns(&tk->base[CLOCK_MONOTONIC], sh) +
-		       (((cycles - tk->cycle_last) * tk->mult) >> sh);
+		       (((cycles - ptk->cycle_last) * tk->mult) >> sh);
 		ours_raw = base_ns(&tk->base[CLOCK_MONOTONIC_RAW], sh) +
-			   (((cycles - tk->raw_cycle_last) * tk->raw_mult) >> sh);
+			   (((cycles - ptk->raw_cycle_last) * tk->raw_mult) >> sh);
 	} else {
 		ours = mono;
 		ours_raw = raw;
 	}
 	synthetic_write_begin(s);
-	STORE(tk->cycle_last, cycles);
-	STORE(tk->raw_cycle_last, cycles);
 	STORE(tk->mult, steer(ours, mono, s->period_us ? s->period_us : 1000));
 	STORE(tk->raw_mult, steer(ours_raw, raw,
 				  s->period_us ? s->period_us : 1000));
@@ -202,6 +208,10 @@ void synthetic_tick(struct synthetic *s)
 	set_base(&tk->base[CLOCK_MONOTONIC_RAW], ours_raw, sh);
 	set_base(&tk->base[CLOCK_MONOTONIC_COARSE], mono_coarse, 0);
 	set_base(&tk->base[CLOCK_REALTIME_COARSE], real_coarse, 0);
+	/* No library reads this copy: plain stores. */
+	memcpy(ptk, tk, sizeof(*ptk));
+	ptk->cycle_last = cycles;
+	ptk->raw_cycle_last = cycles;
 	STORE(s->hdr->updates, s->hdr->updates + 1);
 	synthetic_write_end(s);
 }
@@ -426,7 +436,8 @@ int synthetic_init(struct synthetic *s, uint32_t mode)
 		errno = EINVAL;
 		return -1;
 	}
-	s->size = 4096 + (size_t)nr * sizeof(struct pvread_record);
+	s->size = 4096 + (size_t)nr * sizeof(struct pvread_record) +
+		  sizeof(struct pvread_timekeeper);
 	h = mmap(NULL, s->size, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (h == MAP_FAILED)
@@ -444,6 +455,7 @@ int synthetic_init(struct synthetic *s, uint32_t mode)
 	h->record_offset = 4096;
 	h->record_stride = sizeof(struct pvread_record);
 	h->map_size = s->size;
+	h->priv_tk_offset = 4096 + nr * sizeof(struct pvread_record);
 	h->disruptions = 0;
 	h->error_bound_ns = 1000;	/* what the library is told to trust */
 	h->spread_ns = 0;

@@ -39,7 +39,8 @@ struct synthetic {
 #define SYNTHETIC_TK_SHIFT 24
 
 /*
- * A page of ABI version 3 in @mode: PVREAD_MODE_LINE (a record for every
+ * A page of ABI version 4 (the header, the records, the whole timekeeper
+ * past them; the header's without cycle_last) in @mode: PVREAD_MODE_LINE (a record for every
  * possible CPU, all on one pvclock line, and the page's line, which every
  * tick re-anchors) or PVREAD_MODE_NONE (the same records and timekeeper,
  * no line yet: line_state PVREAD_LINE_UNVOUCHED), calibrated so that
