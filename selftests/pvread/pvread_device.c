@@ -3,9 +3,14 @@
  * /dev/pvread refuses what it must: writable opens and mappings, an
  * executable mapping, any length or offset but the whole published layout
  * from 0, read(2), write(2) and unknown ioctls -- each with its errno --
- * and serves the header and the reference ioctl it publishes.
+ * and serves the header and the reference ioctl it publishes.  A process
+ * without CAP_SYS_ADMIN maps the header page and nothing past it (EPERM),
+ * and finds no cycle_last there: Xen's system time is root's.
  */
 #define _GNU_SOURCE
+#include <grp.h>
+#include <sys/wait.h>
+
 #include "pvread_harness.h"
 
 /*
@@ -73,11 +78,15 @@ TEST_F(device, open_wronly)
 		close(fd);
 }
 
-/* The layout is the header, then the records, mapped whole. */
+/*
+ * The layout is the header, then the records, then the whole timekeeper,
+ * mapped whole.
+ */
 TEST_F(device, header)
 {
 	const struct pvread_header *h = self->h;
-	size_t records = (size_t)h->nr_records * h->record_stride;
+	size_t records = (size_t)h->nr_records * h->record_stride +
+			 sizeof(struct pvread_timekeeper);
 
 	ksft_print_msg("header: magic %#x, abi %u, %u records of %u bytes at %u, map_size %zu\n",
 		       h->magic, h->abi_version, h->nr_records,
@@ -136,6 +145,169 @@ TEST_F(device, mmap_nonzero_offset)
 {
 	EXPECT_REFUSED(mmap(NULL, self->page, PROT_READ, MAP_SHARED,
 			    self->fd, self->page) == MAP_FAILED, EINVAL);
+}
+
+/*
+ * What a process without CAP_SYS_ADMIN gets, each a bit of the child's
+ * exit status (PRIV_SETUP: it could not drop root).
+ */
+#define UNPRIV_OPEN		(1 << 0)	/* open O_RDONLY failed */
+#define UNPRIV_HEADER		(1 << 1)	/* the header page did not map */
+#define UNPRIV_CYCLE_LAST	(1 << 2)	/* tk.cycle_last or raw_ not 0 */
+#define UNPRIV_WHOLE		(1 << 3)	/* map_size from 0: not EPERM */
+#define UNPRIV_RECORDS		(1 << 4)	/* at record_offset: not EPERM */
+#define UNPRIV_ROOTS_FD		(1 << 5)	/* root's descriptor: not whole */
+#define PRIV_SETUP		(1 << 6)
+
+/* nobody's uid and gid, no groups: no capability left. */
+static bool drop_root(void)
+{
+	return !setgroups(0, NULL) && !setresgid(65534, 65534, 65534) &&
+	       !setresuid(65534, 65534, 65534) && geteuid() == 65534;
+}
+
+/* mmap of @len at @off on @fd fails with EPERM; says so on a "# " line. */
+static bool refused_eperm(int fd, size_t len, off_t off, const char *what)
+{
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, off);
+	int err = errno;
+
+	if (p != MAP_FAILED) {
+		ksft_print_msg("unprivileged: %s mapped, want EPERM\n", what);
+		munmap(p, len);
+		return false;
+	}
+	ksft_print_msg("unprivileged: %s: %s\n", what, strerror(err));
+	return err == EPERM;
+}
+
+static int unprivileged_child(int roots_fd, long page, size_t size,
+			      uint32_t record_offset)
+{
+	const struct pvread_header *h;
+	int fd, bad = 0;
+	void *p;
+
+	if (!drop_root())
+		return PRIV_SETUP;
+	fd = open(PVREAD_DEVICE, O_RDONLY);
+	if (fd < 0) {
+		ksft_print_msg("unprivileged: open: %s\n", strerror(errno));
+		return UNPRIV_OPEN;
+	}
+	h = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED) {
+		ksft_print_msg("unprivileged: the header page: %s\n",
+			       strerror(errno));
+		bad |= UNPRIV_HEADER;
+	} else {
+		ksft_print_msg("unprivileged: header tk.cycle_last %llu, raw_cycle_last %llu\n",
+			       (unsigned long long)h->tk.cycle_last,
+			       (unsigned long long)h->tk.raw_cycle_last);
+		if (h->tk.cycle_last || h->tk.raw_cycle_last)
+			bad |= UNPRIV_CYCLE_LAST;
+	}
+	if (!refused_eperm(fd, size, 0, "header and records"))
+		bad |= UNPRIV_WHOLE;
+	if (!refused_eperm(fd, page, record_offset, "the page at record_offset"))
+		bad |= UNPRIV_RECORDS;
+	close(fd);
+	/* The opener's credentials decide: a descriptor root opened maps. */
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, roots_fd, 0);
+	if (p == MAP_FAILED) {
+		ksft_print_msg("unprivileged: root's descriptor: %s\n",
+			       strerror(errno));
+		bad |= UNPRIV_ROOTS_FD;
+	} else {
+		munmap(p, size);
+	}
+	return bad;
+}
+
+/*
+ * As nobody (setresuid in a child): open O_RDONLY and the header page
+ * work, the header's tk has no cycle_last, and the whole layout and the
+ * page at record_offset are EPERM; a descriptor root opened and handed
+ * on still maps it all (file_ns_capable(): the opener decides).
+ */
+TEST_F(device, unprivileged)
+{
+	int status, bits;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		fflush(stdout);
+		_exit(unprivileged_child(self->fd, self->page, self->size,
+					 self->h->record_offset));
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	bits = WEXITSTATUS(status);
+	ASSERT_FALSE(bits & PRIV_SETUP) TH_LOG("could not drop root");
+	EXPECT_FALSE(bits & UNPRIV_OPEN) TH_LOG("open O_RDONLY refused");
+	EXPECT_FALSE(bits & UNPRIV_HEADER) TH_LOG("the header page refused");
+	EXPECT_FALSE(bits & UNPRIV_CYCLE_LAST)
+		TH_LOG("the header shows Xen's system time");
+	EXPECT_FALSE(bits & UNPRIV_WHOLE)
+		TH_LOG("the records mapped, or another errno than EPERM");
+	EXPECT_FALSE(bits & UNPRIV_RECORDS)
+		TH_LOG("the page at record_offset: not EPERM");
+	EXPECT_FALSE(bits & UNPRIV_ROOTS_FD)
+		TH_LOG("a descriptor root opened did not map whole");
+}
+
+/*
+ * As root: the whole layout maps, and the timekeeper at priv_tk_offset is
+ * the header's from the same update, with the cycles the header lacks.
+ */
+TEST_F(device, privileged)
+{
+	struct pvread_timekeeper tk, mine;
+	const volatile struct pvread_header *h;
+	uint32_t seq, off;
+	uint8_t *p;
+
+	p = mmap(NULL, self->size, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, p) TH_LOG("mmap map_size as root: %s",
+					 strerror(errno));
+	h = (const void *)p;
+	off = h->priv_tk_offset;
+	ksft_print_msg("privileged: timekeeper at %u of %zu, records end at %zu\n",
+		       off, self->size, (size_t)h->record_offset +
+		       (size_t)h->nr_records * h->record_stride);
+	ASSERT_TRUE(off >= h->record_offset +
+			   (size_t)h->nr_records * h->record_stride &&
+		    off % 8 == 0 && off + sizeof(tk) <= self->size)
+		TH_LOG("priv_tk_offset %u outside the records' pages", off);
+	for (;;) {
+		seq = h->seq;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (seq & 1) {
+			sched_yield();
+			continue;
+		}
+		memcpy(&tk, (const void *)&h->tk, sizeof(tk));
+		memcpy(&mine, p + off, sizeof(mine));
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (h->seq == seq)
+			break;
+	}
+	ksft_print_msg("privileged: cycle_last %llu, raw_cycle_last %llu; the header's %llu, %llu\n",
+		       (unsigned long long)mine.cycle_last,
+		       (unsigned long long)mine.raw_cycle_last,
+		       (unsigned long long)tk.cycle_last,
+		       (unsigned long long)tk.raw_cycle_last);
+	EXPECT_NE(0ULL, (unsigned long long)mine.cycle_last);
+	EXPECT_EQ(0ULL, (unsigned long long)tk.cycle_last);
+	EXPECT_EQ(0ULL, (unsigned long long)tk.raw_cycle_last);
+	mine.cycle_last = 0;
+	mine.raw_cycle_last = 0;
+	EXPECT_EQ(0, memcmp(&tk, &mine, sizeof(tk)))
+		TH_LOG("the header's timekeeper is not the whole one's but for the cycles");
+	munmap(p, self->size);
 }
 
 TEST_F(device, read)

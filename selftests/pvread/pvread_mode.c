@@ -67,7 +67,7 @@ TEST_F(mode, header_consistent)
 		       cpu0_kernel ? "owned by the kernel's vDSO" : "ours",
 		       (unsigned long long)page->disruptions);
 	EXPECT_TRUE(h.mode == PVREAD_MODE_NONE || h.mode == PVREAD_MODE_LINE)
-		TH_LOG("mode %u: ABI 3 has none (0) and line (1) only", h.mode);
+		TH_LOG("mode %u: ABI 4 has none (0) and line (1) only", h.mode);
 	EXPECT_EQ(h.mode == PVREAD_MODE_LINE,
 		  h.line_state == PVREAD_LINE_ACTIVE)
 		TH_LOG("line_state must be active exactly when the mode is line");

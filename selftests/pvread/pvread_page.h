@@ -12,9 +12,10 @@
 #include "pvread_selftest.h"
 
 /*
- * The mapping, header and records (header.map_size); NULL when the device
- * cannot be mapped.  Made once per process: call it first in a test's
- * setup, before any thread.
+ * The mapping, header, records and the whole timekeeper (header.map_size);
+ * NULL when the device cannot be mapped, as for anyone without
+ * CAP_SYS_ADMIN: the tests run as root.  Made once per process: call it
+ * first in a test's setup, before any thread.
  */
 static inline const uint8_t *pvst_map(void)
 {
@@ -47,8 +48,10 @@ static inline const uint8_t *pvst_map(void)
 static inline uint64_t pvst_rdtsc(void);
 
 /*
- * A consistent copy of the header (pvst_map() succeeded), and with @tsc
- * the TSC read inside its seq loop: the header that TSC belongs to.
+ * A consistent copy of the header (pvst_map() succeeded), its tk the
+ * whole timekeeper from header.priv_tk_offset (the header's own has no
+ * cycle_last), and with @tsc the TSC read inside its seq loop: the header
+ * that TSC belongs to.
  */
 static inline void pvst_snap_tsc(struct pvread_header *out, uint64_t *tsc)
 {
@@ -63,6 +66,8 @@ static inline void pvst_snap_tsc(struct pvread_header *out, uint64_t *tsc)
 			continue;
 		}
 		memcpy(out, (const void *)h, sizeof(*out));
+		memcpy(&out->tk, (const uint8_t *)h + h->priv_tk_offset,
+		       sizeof(out->tk));
 		if (tsc)
 			*tsc = pvst_rdtsc();
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
