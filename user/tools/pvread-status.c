@@ -244,6 +244,10 @@ int main(int argc, char **argv)
 		struct pvread_record rec;
 
 		if (pvread_get_record(cpu, &rec)) {
+			if (errno == EPERM) {
+				printf("(the records need root: /dev/pvread maps them only for CAP_SYS_ADMIN)\n");
+				break;
+			}
 			printf("%-4u (%s)\n", cpu, strerror(errno));
 			continue;
 		}
