@@ -25,6 +25,7 @@ MUTANTS=(
     "sample-of-cpu-0|src/info.c|s{\t\tswitch \(sample_record\(p, before, sample\)\) \{}{\t\tswitch (sample_record(p, 0, sample)) \{}s"
     "header-seq-not-rechecked|src/read.c|s{\tif \(unlikely\(LOAD\(h->seq\) != seq\)\)\n\t\treturn READ_RETRY;\n\t/\* The kernel}{\t/* The kernel}s"
     "abi-version-not-checked|src/mapping.c|s{ \|\|\n\t    h->abi_version != PVREAD_ABI_VERSION}{}s"
+    "records-of-a-header-page|src/mapping.c|s{h->map_size <= size \?}{1 ?}s"
     "mode-not-checked|src/read.c|s{if \(unlikely\(LOAD\(h->mode\) != PVREAD_MODE_LINE\)\)}{if (0)}s"
     "old-mode-numbers-read-as-line|src/read.c|s{if \(unlikely\(LOAD\(h->mode\) != PVREAD_MODE_LINE\)\)}{if (unlikely(LOAD(h->mode) == PVREAD_MODE_NONE))}s"
     "line-monotonic-at-raw-rate|src/internal.h|s{\tif \(clock == CLOCK_MONOTONIC_RAW\) \{\n\t\t\*mul = LOAD\(l->raw_mul\);}{\tif \(1\) \{\n\t\t*mul = LOAD\(l->raw_mul\);}s"

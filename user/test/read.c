@@ -582,7 +582,6 @@ static int header_page_only(void)
 	}
 	bad = bracketed(CLOCK_MONOTONIC, 10000, FAST);
 	bad += bracketed(CLOCK_MONOTONIC_RAW, 10000, FAST);
-	bad += bracketed(CLOCK_MONOTONIC_COARSE, 1000, FAST);
 	bad += bracketed(CLOCK_REALTIME, 10000, FAST);
 	pin(0);
 	errno = 0;
