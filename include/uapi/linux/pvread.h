@@ -18,16 +18,18 @@
  * Who may map what.  Anyone may open the device (mode 0444) and map its
  * first page, the header: all that reading the time needs.  A mapping of
  * anything past it fails with EPERM unless the opener of the file had
- * CAP_SYS_ADMIN.  The records and the timekeeper's cycle_last are Xen's
- * system time, which on a host without TSC emulation is the host's uptime,
- * and a record's version steps each time Xen writes it, which shows when
- * Xen schedules the vCPU (and, under KPTI, whether it ran user or kernel
- * code then): across guests on one host, a signal of co-residency.  So
- * header.tk has cycle_last and raw_cycle_last 0 (as Linux's vDSO data
- * publishes no cycle_last where its clock mode is none), and the copy
- * with them is at header.priv_tk_offset, written under the same
- * header.seq.  Up to ABI version 3 the header's tk had them, and every
- * opener could map the whole layout.
+ * CAP_SYS_ADMIN in the initial user namespace.  The records and the
+ * timekeeper's cycle_last are Xen's system time, which on a host without
+ * TSC emulation is the host's uptime, and a record's version steps each
+ * time Xen writes it, which shows when Xen schedules the vCPU (and, under
+ * KPTI, whether it ran user or kernel code then): across guests on one
+ * host, a signal of co-residency.  So header.tk has cycle_last and
+ * raw_cycle_last 0 (as Linux's vDSO data publishes no cycle_last where
+ * its clock mode is none), and the copy with them is at
+ * header.priv_tk_offset, written under the same header.seq.  The line
+ * holds no Xen system time: it converts the TSC to the clocks.  Up to ABI
+ * version 3 the header's tk had both cycle values, and every opener could
+ * map the whole layout.
  *
  * Reading the time, in user space:
  *  1. s = header.seq; odd means an update is in progress: retry.
