@@ -170,6 +170,7 @@ struct pvread_state {
 	u64 measure_stale;		/* measurements an update overtook */
 	u64 anchors_rejected;		/* the TSC went back before an anchor */
 	u64 bound_overruns;		/* a measurement beyond the bound out */
+	u64 anchor_dev_max_ns;		/* old line from the records, worst */
 	unsigned int measure_drops;	/* ... in a row */
 	u64 measure_locked;		/* made under pvread.lock after that */
 	u64 coarse_held_ns;		/* see pvread_mirror(), at the last update */

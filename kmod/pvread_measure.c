@@ -331,6 +331,7 @@ void pvread_measure_work(struct irq_work *work)
 	    pvread_line_anchor(h, tk, &m, &dev, &end)) {
 		bound = pvread_carried_bound(tk, pvread_window_bound(now_sec,
 								     dev));
+		pvread.anchor_dev_max_ns = max(pvread.anchor_dev_max_ns, dev);
 		seen = max(seen, end);
 	}
 	/*

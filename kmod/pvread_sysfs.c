@@ -394,7 +394,8 @@ const struct attribute_group *pvread_groups[] = {
  * after it, hard-IRQ, one look at this CPU's record and at most 16 others
  * (PVREAD_MEASURE_BATCH); the TSC check, every CPU stopped (PVREAD_WARP_MAX_US each, and
  * the lock's hand-offs).  Also measurements an update overtook, those
- * made under the lock after that, and anchors the TSC rejected.
+ * made under the lock after that, anchors the TSC rejected, and the
+ * worst distance of a line at its end from the records and the kernel.
  * Debugging aids: nothing depends on them, so a failure is not fatal.
  */
 void pvread_debugfs_init(void)
@@ -422,4 +423,6 @@ void pvread_debugfs_init(void)
 			   &pvread.anchors_rejected);
 	debugfs_create_u64("bound_overruns", 0400, pvread.debugfs,
 			   &pvread.bound_overruns);
+	debugfs_create_u64("anchor_dev_max_ns", 0600, pvread.debugfs,
+			   &pvread.anchor_dev_max_ns);
 }

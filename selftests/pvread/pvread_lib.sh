@@ -272,6 +272,8 @@ pvread_state() {
 	if [ "$expect_mode" = line ] && [ "$(_r line)" = unvouched ]; then
 		echo "# pvread: nobody vouches for one TSC across vCPUs here (xen_tsc \"$(_r xen_tsc)\"): line mode needs tsc_reliable=1 in this machine's parameters (vm/machines/)"
 	fi
+	[ ! -r /sys/kernel/debug/pvread/anchor_dev_max_ns ] ||
+		echo "# pvread${1:+ $1}: a line at its end from the records and the kernel: worst $(cat /sys/kernel/debug/pvread/anchor_dev_max_ns) ns; bound overruns $(cat /sys/kernel/debug/pvread/bound_overruns)"
 	[ ! -e "$_s/refresh" ] || pvread_refresh_state "$@"
 }
 
