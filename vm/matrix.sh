@@ -306,16 +306,55 @@ matrix_lost_splats() {
     fi
 }
 
+# matrix_exit_before RIP: the name of the instruction that ends at RIP (a
+# few nops of an alternative before it skipped) in the domU's kernel, if
+# it is one that leaves a PVH guest for Xen: rdtsc and rdtscp (the TSC is
+# emulated), vmmcall (a hypercall), rdmsr, wrmsr, cpuid, hlt, in and out
+# through dx; nothing otherwise.  The domU boots the dom0's kernel, whose
+# text PVH does not randomise: its bytes are read from the image in the
+# cache (decompressed once, next to it).
+matrix_exit_before() {
+    local rip=$1 img vmlinux text off hex
+    img=$PVREAD_CACHE/vmlinuz-$(vm_kver)
+    vmlinux=$PVREAD_CACHE/vmlinux-$(vm_kver)
+    [[ -s $img ]] || return 0
+    if [[ ! -s $vmlinux ]]; then
+        off=$(grep -abo $'\xfd7zXZ' "$img" | head -n1 | cut -d: -f1)
+        [[ -n $off ]] || return 0
+        tail -c +$((off + 1)) "$img" | xz -dc >"$vmlinux.tmp" 2>/dev/null || true
+        [[ -s $vmlinux.tmp ]] || { rm -f "$vmlinux.tmp"; return 0; }
+        mv "$vmlinux.tmp" "$vmlinux"
+    fi
+    # .text's address and file offset: the bytes before RIP.
+    text=$(LC_ALL=C readelf -SW "$vmlinux" | awk '{ sub(/^ *\[ *[0-9]+\] */, "") }
+        $1 == ".text" { print $3, $4; exit }')
+    [[ -n $text ]] || return 0
+    set -- $text
+    (( 0x$rip >= 0x$1 )) || return 0
+    off=$(( 0x$2 + 0x$rip - 0x$1 - 8 ))
+    hex=$(od -An -tx1 -v -j "$off" -N 8 "$vmlinux" | tr -d ' \n')
+    while [[ $hex == *90 ]] && (( ${#hex} > 10 )); do hex=${hex%90}; done
+    case $hex in
+    *0f01f9) echo rdtscp ;; *0f01d9) echo vmmcall ;; *0f31) echo rdtsc ;;
+    *0f32) echo rdmsr ;; *0f30) echo wrmsr ;; *0fa2) echo cpuid ;;
+    *f4) echo hlt ;; *ec | *ed | *ee | *ef) echo "in/out" ;;
+    esac
+}
+
 # matrix_emulator_fault RC OUTFILE: what QEMU TCG's nested SVM did, when a
 # domU died of it; nothing else.  About one PVH boot in ten loses a vCPU to
-# a triple fault (vm/README.md, "PVH under TCG's nested SVM").  Two forms
+# a triple fault (vm/README.md, "PVH under TCG's nested SVM").  Three forms
 # are the emulator's beyond doubt: a vCPU whose saved state is Xen's own
-# (code segment e008, RIP in Xen's text just after its VMRUN), and a fault
-# while the domU boots, before the suite loads anything.  A triple fault
-# at a guest kernel address after the suite started is not taken for the
-# emulator's: it fails the machine, as any other failure does.
+# (code segment e008, RIP in Xen's text just after its VMRUN); a fault
+# while the domU boots, before the suite loads anything; and a vCPU that
+# died in its kernel right after an instruction Xen intercepts (the exit
+# and the VMRUN back are what QEMU emulates; a guest's own fault there
+# would be taken by its own handlers, not end in a triple fault).  Any
+# other triple fault at a guest kernel address after the suite started
+# is not taken for the emulator's: it fails the machine, as any other
+# failure does.
 matrix_emulator_fault() {
-    local rc=$1 out=$2 rip
+    local rc=$1 out=$2 rip insn
     [[ $rc -eq $VM_FAIL ]] || return 0
     # The first RIP Xen dumped after its first "Triple fault": that vCPU's.
     rip=$(awk '/Triple fault - invoking HVM shutdown/ { t = 1 }
@@ -327,6 +366,10 @@ matrix_emulator_fault() {
         echo "a vCPU triple-faulted holding Xen's own code segment and RIP ($rip)"
     elif grep -q 'the domU died before its command started' "$out"; then
         echo "a vCPU triple-faulted while the domU booted ($rip)"
+    elif [[ $rip =~ ^0010:\[\<(ffffffff8[0-9a-f]+)\>\]$ ]]; then
+        insn=$(matrix_exit_before "${BASH_REMATCH[1]}")
+        [[ -z $insn ]] ||
+            echo "a vCPU triple-faulted in its kernel right after $insn, which Xen intercepts ($rip)"
     fi
     return 0
 }
