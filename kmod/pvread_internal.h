@@ -79,7 +79,9 @@ struct pvread_cpu {
 	u64 refreshes;
 	u64 refresh_missed;	/* Xen's writes the record had missed */
 	u64 refresh_untold;	/* refreshes whose lag could not be told */
-	u64 refresh_cost_sum_ns, refresh_cost_max_ns;
+	u64 refresh_cost_sum_ns, refresh_cost_max_ns, refresh_cost_avg_ns;
+	u64 refresh_costed;	/* refreshes whose cost was told */
+	unsigned long refresh_period_j;	/* to the next refresh, jiffies */
 	u64 refresh_lag_max_ns;
 	u64 refresh_lag_at;	/* jiffies_64 when it was seen */
 };

@@ -12,8 +12,10 @@
  * (force_update_vcpu_system_time(), in every Xen since the operation
  * exists), from the primary record's values and while this CPU's kernel
  * page tables are loaded.  So each CPU re-registers its own area from a
- * pinned, deferrable timer every jiffy: a record on a CPU running user
- * code lags at most one refresh period, and the lag is measured.  A CPU
+ * pinned, deferrable timer every jiffy (or less often where a refresh
+ * costs more than 1 % of that: under an emulator): a record on a CPU
+ * running user code lags at most one refresh period, and the lag is
+ * measured.  A CPU
  * in idle needs no refresh: it blocked in kernel mode, and Xen's write
  * when it is scheduled again lands; a deferrable timer does not wake it.
  * A CPU without the tick (nohz_full) could run user code for ever
@@ -33,6 +35,7 @@
 
 #include <linux/atomic.h>
 #include <linux/jiffies.h>
+#include <linux/math64.h>
 #include <linux/sched/clock.h>
 #include <linux/tick.h>
 #include <linux/timer.h>
@@ -95,25 +98,36 @@ static void pvread_refresh_raise(u64 worst)
 	}
 }
 
+/* What one refresh found; U64_MAX where it could not be told. */
+struct pvread_refresh_look {
+	u32 missed;		/* Xen's writes the record had missed */
+	u64 lag;		/* the old record from the fresh one, ns */
+	u64 kdist;		/* the kernel's clock from the fresh one, ns */
+	u64 cost;		/* ns, from the first TSC read to the last */
+};
+
 /*
  * The refresh on @cpu itself, interrupts off: the registration paths
  * (hotplug, resume, reboot) run on this CPU with interrupts off too, so
  * the look at pvread.registered and the hypercall cannot straddle one of
- * them.  Returns the hypercall's result; *@lag and *@kdist in ns, or
- * U64_MAX where they could not be told.
+ * them.  Returns the hypercall's result.  The kernel's clock is looked at
+ * with @kernel only: where Xen emulates the TSC each read of it is an
+ * exit to Xen, as costly as the hypercall.
  */
-static int pvread_refresh_area(unsigned int cpu, u32 *missed, u64 *lag,
-			       u64 *kdist)
+static int pvread_refresh_area(unsigned int cpu, bool kernel,
+			       struct pvread_refresh_look *r)
 {
 	struct pvclock_vcpu_time_info old, new;
 	struct clocksource *cs = READ_ONCE(pvread.tk.tkr_mono.clock);
+	u64 t0, t, t1, k;
 	bool have_old;
-	u64 t, t1, k;
 	int ret;
 
-	*missed = 0;
-	*lag = U64_MAX;
-	*kdist = U64_MAX;
+	r->missed = 0;
+	r->lag = U64_MAX;
+	r->kdist = U64_MAX;
+	r->cost = U64_MAX;
+	t0 = rdtsc_ordered();
 	have_old = pvread_copy_pvti(cpu, &old);
 	ret = pvread_reregister_self(cpu);
 	if (ret)
@@ -121,27 +135,28 @@ static int pvread_refresh_area(unsigned int cpu, u32 *missed, u64 *lag,
 	t = rdtsc_ordered();
 	if (!pvread_copy_pvti(cpu, &new))
 		return 0;
+	r->cost = pvclock_scale_delta(t - t0, new.tsc_to_system_mul,
+				      new.tsc_shift);
 	/* A version is its primary's, 2 a write: more is a write missed. */
 	if (have_old && !(old.version & 1) && (s32)(new.version - old.version) > 2)
-		*missed = (new.version - old.version) / 2 - 1;
+		r->missed = (new.version - old.version) / 2 - 1;
 	if (have_old && t >= old.tsc_timestamp && t >= new.tsc_timestamp)
-		*lag = pvread_dist(__pvclock_read_cycles(&old, t),
-				   __pvclock_read_cycles(&new, t));
-	if (!cs || !READ_ONCE(pvread.xen_clocksource))
+		r->lag = pvread_dist(__pvclock_read_cycles(&old, t),
+				     __pvclock_read_cycles(&new, t));
+	if (!kernel || !cs || !READ_ONCE(pvread.xen_clocksource))
 		return 0;
 	/*
 	 * The kernel's answer on this CPU: its primary record, raised to the
 	 * global last_value that any CPU's read left; against the fresh
 	 * record over the bracket.
 	 */
-	t = rdtsc_ordered();
 	k = cs->read(cs);
 	t1 = rdtsc_ordered();
 	if (t1 >= t && t >= new.tsc_timestamp) {
 		u64 lo = __pvclock_read_cycles(&new, t);
 		u64 hi = __pvclock_read_cycles(&new, t1);
 
-		*kdist = k < lo ? lo - k : k > hi ? k - hi : 0;
+		r->kdist = k < lo ? lo - k : k > hi ? k - hi : 0;
 	}
 	return 0;
 }
@@ -164,59 +179,79 @@ static void pvread_refresh_standing(unsigned int cpu, bool failed)
 	raw_spin_unlock_irqrestore(&pvread.lock, irqflags);
 }
 
+/*
+ * The next refresh in jiffies: every tick, unless a refresh costs more
+ * than 1/PVREAD_REFRESH_SHARE of that (measured: a hypercall takes 1-2 us
+ * on hardware, 1-2 ms under the emulator, where every exit to Xen is
+ * emulated); then as much later as keeps it at that share of the CPU.
+ * The lag is measured whatever the period.
+ */
+#define PVREAD_REFRESH_SHARE	100
+
+static unsigned long pvread_refresh_period(const struct pvread_cpu *pc)
+{
+	u64 j = div64_u64(pc->refresh_cost_avg_ns * PVREAD_REFRESH_SHARE,
+			  jiffies_to_nsecs(1));
+
+	return clamp_t(u64, j, 1, HZ);
+}
+
+/* Every this many refreshes, the kernel's clock against the record. */
+#define PVREAD_REFRESH_KERNEL_EVERY	16
+
 static void pvread_refresh_fn(struct timer_list *timer)
 {
 	unsigned int cpu = smp_processor_id();
 	struct pvread_cpu *pc = &pvread.cpus[cpu];
+	struct pvread_refresh_look r;
 	unsigned long irqflags;
-	u64 t0, cost, lag, kdist;
-	bool was_failed, done = false;
-	u32 missed = 0;
+	bool done = false;
 	int ret = 0;
 
 	/* A dying CPU's timer migrates: this is not @cpu's to refresh. */
 	if (timer != &pc->refresh_timer || !READ_ONCE(pc->refresh_on))
 		return;
 	if (pvread_xen_drops_updates() && pvread_line_enabled) {
-		t0 = local_clock();
 		local_irq_save(irqflags);
 		if (cpumask_test_cpu(cpu, pvread.registered) &&
 		    !READ_ONCE(pvread.shutting_down)) {
-			ret = pvread_refresh_area(cpu, &missed, &lag, &kdist);
+			ret = pvread_refresh_area(cpu, !(pc->refreshes %
+					PVREAD_REFRESH_KERNEL_EVERY), &r);
 			done = true;
 		}
 		local_irq_restore(irqflags);
-		cost = local_clock() - t0;
 	}
-	if (done) {
-		was_failed = READ_ONCE(pc->refresh_failed);
-		if (ret) {
-			if (!was_failed)
-				pr_warn_ratelimited("cpu%u: Xen refused to rewrite vCPU %u's time area: %d\n",
-						    cpu, xen_vcpu_nr(cpu), ret);
-			pvread_refresh_standing(cpu, true);
-		} else {
-			if (was_failed)
-				pvread_refresh_standing(cpu, false);
-			WRITE_ONCE(pc->refreshes, pc->refreshes + 1);
-			WRITE_ONCE(pc->refresh_missed, pc->refresh_missed + missed);
+	if (done && ret) {
+		if (!READ_ONCE(pc->refresh_failed))
+			pr_warn_ratelimited("cpu%u: Xen refused to rewrite vCPU %u's time area: %d\n",
+					    cpu, xen_vcpu_nr(cpu), ret);
+		pvread_refresh_standing(cpu, true);
+	} else if (done) {
+		if (READ_ONCE(pc->refresh_failed))
+			pvread_refresh_standing(cpu, false);
+		WRITE_ONCE(pc->refreshes, pc->refreshes + 1);
+		WRITE_ONCE(pc->refresh_missed, pc->refresh_missed + r.missed);
+		if (r.cost != U64_MAX) {
 			WRITE_ONCE(pc->refresh_cost_sum_ns,
-				   pc->refresh_cost_sum_ns + cost);
-			if (cost > pc->refresh_cost_max_ns)
-				WRITE_ONCE(pc->refresh_cost_max_ns, cost);
-			if (lag == U64_MAX || kdist == U64_MAX)
-				WRITE_ONCE(pc->refresh_untold,
-					   pc->refresh_untold + 1);
-			lag = lag == U64_MAX ? 0 : lag;
-			kdist = kdist == U64_MAX ? 0 : kdist;
-			if (lag >= pc->refresh_lag_max_ns) {
-				WRITE_ONCE(pc->refresh_lag_max_ns, lag);
-				WRITE_ONCE(pc->refresh_lag_at, jiffies_64);
-			}
-			pvread_refresh_raise(max(lag, kdist));
+				   pc->refresh_cost_sum_ns + r.cost);
+			WRITE_ONCE(pc->refresh_costed, pc->refresh_costed + 1);
+			if (r.cost > pc->refresh_cost_max_ns)
+				WRITE_ONCE(pc->refresh_cost_max_ns, r.cost);
+			pc->refresh_cost_avg_ns = pc->refresh_costed == 1 ? r.cost :
+				(7 * pc->refresh_cost_avg_ns + r.cost) / 8;
 		}
+		if (r.lag == U64_MAX)
+			WRITE_ONCE(pc->refresh_untold, pc->refresh_untold + 1);
+		r.lag = r.lag == U64_MAX ? 0 : r.lag;
+		r.kdist = r.kdist == U64_MAX ? 0 : r.kdist;
+		if (r.lag >= pc->refresh_lag_max_ns) {
+			WRITE_ONCE(pc->refresh_lag_max_ns, r.lag);
+			WRITE_ONCE(pc->refresh_lag_at, get_jiffies_64());
+		}
+		pvread_refresh_raise(max(r.lag, r.kdist));
 	}
-	mod_timer(timer, jiffies + 1);
+	WRITE_ONCE(pc->refresh_period_j, pvread_refresh_period(pc));
+	mod_timer(timer, jiffies + pc->refresh_period_j);
 }
 
 /* On @cpu itself as it comes online, after its registration. */

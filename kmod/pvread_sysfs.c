@@ -230,7 +230,8 @@ static ssize_t refresh_show(struct device *dev, struct device_attribute *attr,
 static DEVICE_ATTR_RO(refresh);
 
 struct pvread_refresh_sum {
-	u64 refreshes, missed, untold, cost_sum, cost_max, lag_max, lag_at;
+	u64 refreshes, missed, untold, cost_sum, costed, cost_max, lag_max, lag_at;
+	unsigned long period;
 };
 
 static void pvread_refresh_sum(struct pvread_refresh_sum *r)
@@ -246,6 +247,8 @@ static void pvread_refresh_sum(struct pvread_refresh_sum *r)
 		r->missed += READ_ONCE(pc->refresh_missed);
 		r->untold += READ_ONCE(pc->refresh_untold);
 		r->cost_sum += READ_ONCE(pc->refresh_cost_sum_ns);
+		r->costed += READ_ONCE(pc->refresh_costed);
+		r->period = max(r->period, READ_ONCE(pc->refresh_period_j));
 		r->cost_max = max(r->cost_max, READ_ONCE(pc->refresh_cost_max_ns));
 		if (READ_ONCE(pc->refreshes) && lag >= r->lag_max) {
 			r->lag_max = lag;
@@ -327,7 +330,7 @@ static ssize_t refresh_cost_ns_show(struct device *dev,
 
 	pvread_refresh_sum(&r);
 	return sysfs_emit(buf, "%llu\n",
-			  r.refreshes ? div64_u64(r.cost_sum, r.refreshes) : 0);
+			  r.costed ? div64_u64(r.cost_sum, r.costed) : 0);
 }
 static DEVICE_ATTR_RO(refresh_cost_ns);
 
@@ -341,10 +344,14 @@ static ssize_t refresh_cost_max_ns_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(refresh_cost_max_ns);
 
+/* The longest period any CPU runs at now (a jiffy, or longer: see there). */
 static ssize_t refresh_period_us_show(struct device *dev,
 				      struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%u\n", jiffies_to_usecs(1));
+	struct pvread_refresh_sum r;
+
+	pvread_refresh_sum(&r);
+	return sysfs_emit(buf, "%u\n", jiffies_to_usecs(max(r.period, 1UL)));
 }
 static DEVICE_ATTR_RO(refresh_period_us);
 
