@@ -100,9 +100,9 @@
  * needs the records current: an HVM or PVH guest under KPTI, on a Xen
  * without time areas by physical address (before 4.18), has Xen drop the
  * writes that fall while user code runs, so there each CPU has Xen
- * rewrite its record every jiffy (sysfs "refresh"): a record on a CPU
- * running user code lags at most one refresh period, and the lag is
- * measured.  PVREAD_LINE_PTI where that refresh fails, a CPU may run
+ * rewrite its record every jiffy, or less often where that would cost
+ * over 1 % of a CPU (sysfs "refresh"): a record on a CPU running user
+ * code lags at most one refresh period, and the lag is measured.  PVREAD_LINE_PTI where that refresh fails, a CPU may run
  * without the tick (nohz_full), or the lag measured in the last 16 s
  * passed 10 us.
  */
@@ -214,7 +214,8 @@ struct pvread_timekeeper {
  *    measured); a secondary record that lags the vCPU's primary one (Xen
  *    did not write it) -- except under KPTI on Xen before 4.18, where Xen
  *    drops such writes and the module has each CPU's record rewritten
- *    every jiffy: there a record on a CPU running user code lags at most
+ *    every jiffy (at most 1 % of a CPU): there a record on a CPU running
+ *    user code lags at most
  *    one refresh period, and the lag is measured (what a rewrite found
  *    a record missed, and the kernel's clock on that CPU apart from the
  *    fresh record, join D); the kernel's clock stepped (settimeofday) for
