@@ -215,10 +215,9 @@ struct pvread_timekeeper {
  *    did not write it) -- except under KPTI on Xen before 4.18, where Xen
  *    drops such writes and the module has each CPU's record rewritten
  *    every jiffy (at most 1 % of a CPU): there a record on a CPU running
- *    user code lags at most
- *    one refresh period, and the lag is measured (what a rewrite found
- *    a record missed, and the kernel's clock on that CPU apart from the
- *    fresh record, join D); the kernel's clock stepped (settimeofday) for
+ *    user code lags at most one refresh period, and the lag is measured
+ *    (what a rewrite found a record missed, and the kernel's clock on
+ *    that CPU apart from the fresh record, join D); the kernel's clock stepped (settimeofday) for
  *    REALTIME and TAI.  For 2 s after a load or a switch to the xen
  *    clocksource, and 16 s after a resume, there is no history and the
  *    mode is PVREAD_MODE_NONE: the kernel answers.
