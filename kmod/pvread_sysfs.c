@@ -257,35 +257,25 @@ static void pvread_refresh_sum(struct pvread_refresh_sum *r)
 	}
 }
 
-static ssize_t refreshes_show(struct device *dev,
-			      struct device_attribute *attr, char *buf)
-{
-	struct pvread_refresh_sum r;
+/* One figure of the refresh's, summed over the CPUs. */
+#define PVREAD_REFRESH_ATTR(name, expr)					\
+static ssize_t name##_show(struct device *dev,				\
+			   struct device_attribute *attr, char *buf)	\
+{									\
+	struct pvread_refresh_sum r;					\
+									\
+	pvread_refresh_sum(&r);						\
+	return sysfs_emit(buf, "%llu\n", (u64)(expr));			\
+}									\
+static DEVICE_ATTR_RO(name)
 
-	pvread_refresh_sum(&r);
-	return sysfs_emit(buf, "%llu\n", r.refreshes);
-}
-static DEVICE_ATTR_RO(refreshes);
-
-static ssize_t refresh_missed_show(struct device *dev,
-				   struct device_attribute *attr, char *buf)
-{
-	struct pvread_refresh_sum r;
-
-	pvread_refresh_sum(&r);
-	return sysfs_emit(buf, "%llu\n", r.missed);
-}
-static DEVICE_ATTR_RO(refresh_missed);
-
-static ssize_t refresh_untold_show(struct device *dev,
-				   struct device_attribute *attr, char *buf)
-{
-	struct pvread_refresh_sum r;
-
-	pvread_refresh_sum(&r);
-	return sysfs_emit(buf, "%llu\n", r.untold);
-}
-static DEVICE_ATTR_RO(refresh_untold);
+PVREAD_REFRESH_ATTR(refreshes, r.refreshes);
+PVREAD_REFRESH_ATTR(refresh_missed, r.missed);
+PVREAD_REFRESH_ATTR(refresh_untold, r.untold);
+PVREAD_REFRESH_ATTR(refresh_lag_max_ns, r.lag_max);
+PVREAD_REFRESH_ATTR(refresh_cost_ns,
+		    r.costed ? div64_u64(r.cost_sum, r.costed) : 0);
+PVREAD_REFRESH_ATTR(refresh_cost_max_ns, r.cost_max);
 
 static ssize_t refresh_lag_ns_show(struct device *dev,
 				   struct device_attribute *attr, char *buf)
@@ -300,16 +290,6 @@ static ssize_t refresh_lag_ns_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(refresh_lag_ns);
 
-static ssize_t refresh_lag_max_ns_show(struct device *dev,
-				       struct device_attribute *attr, char *buf)
-{
-	struct pvread_refresh_sum r;
-
-	pvread_refresh_sum(&r);
-	return sysfs_emit(buf, "%llu\n", r.lag_max);
-}
-static DEVICE_ATTR_RO(refresh_lag_max_ns);
-
 static ssize_t refresh_lag_age_ms_show(struct device *dev,
 				       struct device_attribute *attr, char *buf)
 {
@@ -322,27 +302,6 @@ static ssize_t refresh_lag_age_ms_show(struct device *dev,
 			  jiffies_to_msecs(get_jiffies_64() - r.lag_at));
 }
 static DEVICE_ATTR_RO(refresh_lag_age_ms);
-
-static ssize_t refresh_cost_ns_show(struct device *dev,
-				    struct device_attribute *attr, char *buf)
-{
-	struct pvread_refresh_sum r;
-
-	pvread_refresh_sum(&r);
-	return sysfs_emit(buf, "%llu\n",
-			  r.costed ? div64_u64(r.cost_sum, r.costed) : 0);
-}
-static DEVICE_ATTR_RO(refresh_cost_ns);
-
-static ssize_t refresh_cost_max_ns_show(struct device *dev,
-					struct device_attribute *attr, char *buf)
-{
-	struct pvread_refresh_sum r;
-
-	pvread_refresh_sum(&r);
-	return sysfs_emit(buf, "%llu\n", r.cost_max);
-}
-static DEVICE_ATTR_RO(refresh_cost_max_ns);
 
 /* The longest period any CPU runs at now (a jiffy, or longer: see there). */
 static ssize_t refresh_period_us_show(struct device *dev,
