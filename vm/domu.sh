@@ -2,7 +2,7 @@
 # vm/domu.sh — dom0 side of the domU machine (busybox sh, in the Xen test
 # machine, from the payload vm/domu-payload builds; cwd /opt/pvread).
 #
-#   sh domu.sh [--type pv|pvh] [--mem MB] [--vcpus N] [--timeout SEC]
+#   sh domu.sh [--type pv|pvh|hvm] [--mem MB] [--vcpus N] [--timeout SEC]
 #              [--save-restore SEC [--tsc-khz KHZ]] [--migrate SEC]
 #              [--tsc-mode MODE] [--extra WORD]...
 #
@@ -20,6 +20,13 @@
 # the domU: no invariant TSC); --extra appends a word to the domU kernel's
 # command line. After the domU, Xen's TSC report (debug key
 # s: mode, frequency, emulated rdtsc count) is printed as comments.
+# --type hvm: an HVM domU, its devices emulated by Debian's QEMU in dom0
+# (the payload's tools-hvm/, vm/domu-payload --hvm), booted through
+# hvmloader and SeaBIOS straight into the same kernel and initrd (xl's
+# direct kernel boot); its kernel prints on the emulated serial port
+# (ttyS0, which QEMU writes to a file here) and on the Xen console hvc0,
+# which is /dev/console, as in the PV and PVH domUs. Save/restore and
+# migration are not tried with it.
 # Exit 125 when the domU machinery failed (toolstack, xl create, domU never
 # finished): never a pass. Its console log and Xen's messages are shown then.
 # Lines of its own start with "# domu.sh:" so they never count as results.
@@ -43,11 +50,20 @@ while [ $# -gt 0 ]; do
 	*) echo "domu.sh: unknown argument $1" >&2; exit $FAIL ;;
 	esac
 done
+case $TYPE in
+pv | pvh) DMESG_LINES=30 ;;
+# hvmloader's and SeaBIOS's lines too (vm/machines/xen417-domu-hvm-pti
+# gives Xen guest_loglvl=all for them)
+hvm) DMESG_LINES=80 ;;
+*) echo "domu.sh: --type $TYPE: not pv, pvh or hvm" >&2; exit $FAIL ;;
+esac
 
 NAME=pvread-domu
 XENBIN=/usr/lib/xen-4.17/bin
 CONLOG=/var/log/xen/console/guest-$NAME.log
 CONLOGS=$CONLOG		# every log the domU's console went to
+# An HVM domU's serial port (ttyS0), written by QEMU.
+SERLOG=/var/log/xen/serial-$NAME.log
 SAVEFILE=/tmp/$NAME.save
 nonce=$(cat "$here/domu/nonce")
 
@@ -58,12 +74,18 @@ now() { cut -d. -f1 /proc/uptime; }
 show_logs() {
 	say "domU console ($CONLOG), last 60 lines:"
 	tr -d '\r' <"$CONLOG" 2>/dev/null | tail -n 60 | sed 's/^/# domU console | /'
-	say "xl dmesg, last 30 lines:"
-	xl dmesg 2>&1 | tail -n 30 | sed 's/^/# xl dmesg | /'
+	if [ "$TYPE" = hvm ] && [ "$CONLOG" != "$SERLOG" ]; then
+		say "domU serial console ($SERLOG), last 60 lines:"
+		tr -d '\r' <"$SERLOG" 2>/dev/null | tail -n 60 | sed 's/^/# domU serial | /'
+	fi
+	# an HVM domU's firmware (hvmloader, SeaBIOS) prints to Xen's log
+	say "xl dmesg, last $DMESG_LINES lines:"
+	xl dmesg 2>&1 | tail -n "$DMESG_LINES" | sed 's/^/# xl dmesg | /'
 	# a migrated domain's console and xl logs are under the names it
-	# had meanwhile (NAME--incoming)
+	# had meanwhile (NAME--incoming); the device model's log (HVM)
 	for f in /var/log/xen/console/guest-"$NAME"--*.log \
-		 /var/log/xen/xl-"$NAME"*.log /var/log/xen/xenstored.log; do
+		 /var/log/xen/xl-"$NAME"*.log /var/log/xen/qemu-dm-"$NAME"*.log \
+		 /var/log/xen/xenstored.log; do
 		[ -s "$f" ] || continue
 		say "$f, last 20 lines:"
 		tail -n 20 "$f" | sed 's/^/# | /'
@@ -94,6 +116,14 @@ fail() {
 # ---- 1. the tools, where Debian's build expects them ----
 # The tree uses the merged-/usr layout of the initramfs (/lib -> usr/lib).
 cp -a "$here/tools/usr/." /usr/ || fail "cannot copy the tools into /usr"
+if [ "$TYPE" = hvm ]; then
+	# The device model and firmware, at the paths Debian's libxl looks
+	# them up by; the payload's copy is dropped (dom0's memory).
+	[ -d "$here/tools-hvm/usr" ] ||
+		fail "no tools-hvm/ in the payload (vm/domu-payload --hvm; vm/setup-domu --hvm)"
+	cp -a "$here/tools-hvm/usr/." /usr/ || fail "cannot copy the HVM tools into /usr"
+	rm -rf "$here/tools-hvm"
+fi
 export PATH="$XENBIN:$PATH"
 mkdir -p /etc/xen /var/lib/xen /var/lib/xenstored /var/run/xen /var/run/xenstored \
 	/var/log/xen/console /var/lock /run/xen
@@ -129,12 +159,23 @@ say "toolstack up in $(($(now) - t0)) s; Xen: $(xl info 2>/dev/null | sed -n 's/
 # ---- 4. the domU ----
 # Same kernel command line as vm/run gives its machines; on_reboot destroy:
 # vm/init ends with reboot -f, which must end the domain.
+CONSOLE=console=hvc0
+if [ "$TYPE" = hvm ]; then
+	# The kernel's messages on the serial port as well, from its first
+	# (earlyprintk) on: a boot that never reaches hvc0 shows there. The
+	# last console= is /dev/console: hvc0, xenconsoled's log, as for PV
+	# and PVH. nokaslr: the decompressor that the BIOS boot runs would
+	# randomise the text, which PV and PVH boots never do, and the
+	# emulator-fault check (vm/matrix.sh) reads the domU's instructions
+	# at the image's own addresses.
+	CONSOLE="earlyprintk=ttyS0 console=ttyS0 console=hvc0 nokaslr"
+fi
 cat >/etc/xen/$NAME.cfg <<EOF
 name = "$NAME"
 type = "$TYPE"
 kernel = "$here/domu/vmlinuz"
 ramdisk = "$here/domu/initrd.img"
-extra = "console=hvc0 panic=-1 loglevel=5 rdinit=/init$EXTRA"
+extra = "$CONSOLE panic=-1 loglevel=5 rdinit=/init$EXTRA"
 memory = $MEM
 vcpus = $VCPUS
 on_poweroff = "destroy"
@@ -142,6 +183,26 @@ on_reboot = "destroy"
 on_crash = "destroy"
 EOF
 [ -z "$TSC_MODE" ] || echo "tsc_mode = \"$TSC_MODE\"" >>/etc/xen/$NAME.cfg
+if [ "$TYPE" = hvm ]; then
+	# xl's direct kernel boot of an HVM guest (xl.cfg(5), qemu-xen only):
+	# libxl gives QEMU -kernel, -initrd and -append (extra), QEMU hands
+	# them over fw_cfg with its linuxboot option ROM, which SeaBIOS runs.
+	# hvmloader and SeaBIOS are libxl's defaults: firmware "bios" (not
+	# set) is /usr/lib/xen-4.17/boot/hvmloader with
+	# /usr/share/seabios/bios-256k.bin. The serial port goes to a file
+	# (a pty, xl's usual, needs a reader: xenconsoled serves hvc0 only).
+	# No display: VNC would listen on 127.0.0.1, which this dom0 has not
+	# configured. No disk, no network, no keyboard.
+	cat >>/etc/xen/$NAME.cfg <<EOF
+device_model_version = "qemu-xen"
+device_model_override = "/usr/libexec/xen-qemu-system-i386"
+serial = "file:$SERLOG"
+vnc = 0
+sdl = 0
+vga = "none"
+vkb_device = 0
+EOF
+fi
 say "xl create ($TYPE, $MEM MB, $VCPUS vCPUs, tsc_mode ${TSC_MODE:-default}, extra${EXTRA:- none}); domU runs: $(cat "$here/domu/command")"
 t0=$(now)
 xl -v create /etc/xen/$NAME.cfg >/var/log/xen/xl-$NAME.log 2>&1 ||
@@ -174,6 +235,14 @@ drain() {
 deadline=$(($(now) + TIMEOUT))
 while :; do
 	if [ -z "$begin" ]; then
+		# An HVM domU whose hvc0 never came up has /dev/console on its
+		# serial port: its command's output is followed there then.
+		if [ "$TYPE" = hvm ] && [ "$CONLOG" != "$SERLOG" ] &&
+		   ! grep -q "PVREAD_VM_BEGIN $nonce" "$CONLOG" 2>/dev/null &&
+		   grep -q "PVREAD_VM_BEGIN $nonce" "$SERLOG" 2>/dev/null; then
+			say "the domU's /dev/console is its serial port, not hvc0: following $SERLOG"
+			CONLOG=$SERLOG CONLOGS=$SERLOG
+		fi
 		begin=$(tr -d '\r' <"$CONLOG" 2>/dev/null | grep -n "PVREAD_VM_BEGIN $nonce" | head -n1 | cut -d: -f1)
 		if [ -n "$begin" ]; then
 			say "domU booted in $(($(now) - t0)) s: $(tr -d '\r' <"$CONLOG" | grep -a -m1 PVREAD_VM_INFO | sed 's/.*PVREAD_VM_INFO //')"

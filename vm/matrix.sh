@@ -137,7 +137,7 @@ payload_jvm() {
 # not be made, PLATFORM_ERROR[P] (why). Root.
 declare -A PAYLOAD=() PLATFORM_ERROR=()
 matrix_prepare() {
-    local n need61=no needdomu=no needjvm=no kver kv p ko
+    local n need61=no needdomu=no needhvm=no needjvm=no kver kv p ko
     local -A platforms=()
     for n in "$@"; do
         matrix_spec "$n"
@@ -149,13 +149,17 @@ matrix_prepare() {
             *) platforms[$M_KMOD]=1 ;;
         esac
         [[ ${M_RUN[0]} == domu ]] && needdomu=yes
+        # An HVM domU's device model: only for the machines that boot one.
+        [[ ${M_RUN[0]} == domu && " ${M_RUN[*]} " == *" --type hvm "* ]] && needhvm=yes
     done
     PAYLOAD_61='' PAYLOAD_JVM='' PAYLOAD=() PLATFORM_ERROR=()
     [[ $need61 == yes ]] || return 0
     # The module must be built for the kernel the machines boot, which need
     # not be the host's own.
     kver=$(vm/setup)
-    if [[ $needdomu == yes ]]; then
+    if [[ $needhvm == yes ]]; then
+        vm/setup-domu --hvm >/dev/null || die "vm/setup-domu --hvm failed"
+    elif [[ $needdomu == yes ]]; then
         vm/setup-domu >/dev/null || die "vm/setup-domu failed"
     fi
     make payload KDIR="/usr/src/linux-headers-$kver" || die "make payload KDIR=/usr/src/linux-headers-$kver failed"
