@@ -315,6 +315,7 @@ extern uint pvread_test_mirror_skew;
 extern uint pvread_test_anchor_tsc_back;
 extern uint pvread_test_check_delay_ms;
 extern int pvread_test_tsc_skew;
+extern bool pvread_test_refresh;
 void pvread_test_hold(void);
 void pvread_test_check_hold(void);
 

@@ -60,7 +60,14 @@ static atomic64_t pvread_refresh_pending = ATOMIC64_INIT(0);
 /* Could Xen drop writes in this guest, now or after a migration? */
 bool pvread_refresh_possible(void)
 {
-	return !xen_pv_domain() && boot_cpu_has(X86_FEATURE_PTI);
+	return pvread_test_refresh ||
+	       (!xen_pv_domain() && boot_cpu_has(X86_FEATURE_PTI));
+}
+
+/* Does Xen drop writes of the records now (or does a test say so)? */
+static bool pvread_refresh_needed(void)
+{
+	return pvread_test_refresh || pvread_xen_drops_updates();
 }
 
 /* A consistent copy of @cpu's record; false if Xen kept rewriting it. */
@@ -211,7 +218,7 @@ static void pvread_refresh_fn(struct timer_list *timer)
 	/* A dying CPU's timer migrates: this is not @cpu's to refresh. */
 	if (timer != &pc->refresh_timer || !READ_ONCE(pc->refresh_on))
 		return;
-	if (pvread_xen_drops_updates() && pvread_line_enabled) {
+	if (pvread_refresh_needed() && pvread_line_enabled) {
 		local_irq_save(irqflags);
 		if (cpumask_test_cpu(cpu, pvread.registered) &&
 		    !READ_ONCE(pvread.shutting_down)) {
@@ -318,7 +325,7 @@ u64 pvread_refresh_window_worst(void)
 /* Where the refresh stands, for the line's gate; pvread.lock held. */
 enum pvread_refresh_state pvread_refresh_state(void)
 {
-	if (!pvread_xen_drops_updates())
+	if (!pvread_refresh_needed())
 		return PVREAD_REFRESH_OFF;
 	if (pvread.nohz_full)
 		return PVREAD_REFRESH_NOHZ_FULL;
