@@ -102,9 +102,9 @@
  * writes that fall while user code runs, so there each CPU has Xen
  * rewrite its record every jiffy, or less often where that would cost
  * over 1 % of a CPU (sysfs "refresh"): a record on a CPU running user
- * code lags at most one refresh period, and the lag is measured.  PVREAD_LINE_PTI where that refresh fails, a CPU may run
- * without the tick (nohz_full), or the lag measured in the last 16 s
- * passed 10 us.
+ * code lags at most one refresh period, and the lag is measured.
+ * PVREAD_LINE_PTI where that refresh fails, a CPU may run without the
+ * tick (nohz_full), or the lag measured in the last 16 s passed 10 us.
  */
 #define PVREAD_LINE_ACTIVE	0	/* header.mode is PVREAD_MODE_LINE */
 #define PVREAD_LINE_OFF		1	/* module parameter line=0 */
