@@ -112,6 +112,21 @@ static inline int pvst_write_file(const char *path, const char *val)
 }
 
 /* A number from a one-line file; -1 if unreadable. */
+/*
+ * The module's refresh of the records (sysfs refresh: "active", "off",
+ * ...) into @buf; "absent" on a module without it.
+ */
+static inline void pvst_refresh_state(char *buf, size_t len)
+{
+	FILE *f = fopen("/sys/class/misc/pvread/refresh", "r");
+
+	if (!f || !fgets(buf, len, f))
+		snprintf(buf, len, "absent");
+	if (f)
+		fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
 static inline long long pvst_read_number(const char *path)
 {
 	FILE *f = fopen(path, "r");

@@ -217,19 +217,6 @@ static bool kernel_minus_record(int fd, unsigned int cpu, double *us,
 
 /* A record may stand still this long under the refresh (below). */
 #define REFRESH_STILL_MAX_NS	100000000ULL
-#define SYSFS_REFRESH		"/sys/class/misc/pvread/refresh"
-
-/* sysfs refresh ("active", "off", ...) into @buf; "absent" without it. */
-static void refresh_state(char *buf, size_t len)
-{
-	FILE *f = fopen(SYSFS_REFRESH, "r");
-
-	if (!f || !fgets(buf, len, f))
-		snprintf(buf, len, "absent");
-	if (f)
-		fclose(f);
-	buf[strcspn(buf, "\n")] = '\0';
-}
 
 /*
  * Xen rewrites a running vCPU's record at every calibration (each second),
@@ -286,7 +273,7 @@ TEST_F_TIMEOUT(registered, kept_current_under_user_code, 180)
 	ASSERT_LE(2000000000ULL, spin_ns)
 		TH_LOG("PVREAD_TEST_SPIN_S=%s: 2 s or more, Xen calibrates each second", spin);
 	pvst_find_cpus(&cpus);
-	refresh_state(refresh0, sizeof(refresh0));
+	pvst_refresh_state(refresh0, sizeof(refresh0));
 	for (i = 0; i < MAX_RECORDS; i++) {
 		if (!(self->have & (1ULL << i)))
 			continue;
@@ -350,7 +337,7 @@ TEST_F_TIMEOUT(registered, kept_current_under_user_code, 180)
 	close(fd);
 	pvst_unpin(&cpus);
 	pvst_snap(&h);
-	refresh_state(refresh, sizeof(refresh));
+	pvst_refresh_state(refresh, sizeof(refresh));
 	ksft_print_msg("records that missed a quarter of Xen's writes or more, or all: %#llx; still over %llu ms: %#llx; the kernel's clock beyond the bound from the record: %#llx (not compared: %#llx); mode %s, line %s, refresh %s (%s at the start)\n",
 		       (unsigned long long)lossy,
 		       REFRESH_STILL_MAX_NS / 1000000,
