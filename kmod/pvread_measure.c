@@ -194,10 +194,10 @@ void pvread_restart_window(void)
 
 /*
  * States in which no line can be served whatever the records say: no look
- * at them then, which costs a hard-IRQ sweep of every vCPU's record each
- * tick (tens of us at 128 vCPUs).  The others need the look: rates and
- * waiting end on what it finds.  Where Xen's stable bit makes libc fast
- * only the bits are looked at.  pvread.lock held.
+ * at them then.  The others need the look: rates and waiting end on what
+ * it finds, and so may pti (a refresh's lag measured against records at
+ * rates apart).  Where Xen's stable bit makes libc fast only the bits are
+ * looked at.  pvread.lock held.
  */
 static bool pvread_measure_pointless(void)
 {
@@ -207,7 +207,6 @@ static bool pvread_measure_pointless(void)
 	case PVREAD_LINE_WARP:
 	case PVREAD_LINE_UNCHECKED:
 	case PVREAD_LINE_STABLE:
-	case PVREAD_LINE_PTI:
 		return true;
 	default:
 		return false;

@@ -48,10 +48,6 @@ u32 pvread_line_reason(u32 flags)
 		return PVREAD_LINE_OFF;
 	if ((flags & PVREAD_FLAG_TSC_STABLE) && pvread.cpu0_owned_by_kernel)
 		return PVREAD_LINE_STABLE;
-	/* Xen drops writes of the records: served while they are refreshed. */
-	refresh = pvread_refresh_state();
-	if (refresh != PVREAD_REFRESH_OFF && refresh != PVREAD_REFRESH_ACTIVE)
-		return PVREAD_LINE_PTI;
 	if (!pvread_tsc_vouched())
 		return PVREAD_LINE_UNVOUCHED;
 	if (!pvread.tsc_checked)
@@ -60,6 +56,14 @@ u32 pvread_line_reason(u32 flags)
 		return PVREAD_LINE_WARP;
 	if (pvread.rates_apart_until && pvread.last_sec < pvread.rates_apart_until)
 		return PVREAD_LINE_RATES;
+	/*
+	 * Xen drops writes of the records: served while they are refreshed.
+	 * After the rates: a refresh measures its lag against records that
+	 * may run apart, and only the measurement can tell that.
+	 */
+	refresh = pvread_refresh_state();
+	if (refresh != PVREAD_REFRESH_OFF && refresh != PVREAD_REFRESH_ACTIVE)
+		return PVREAD_LINE_PTI;
 	if (!pvread.ready || pvread.suspended || !pvread.xen_clocksource ||
 	    cpumask_empty(pvread.registered) ||
 	    !cpumask_empty(pvread.unregistered))
