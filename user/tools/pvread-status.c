@@ -49,7 +49,7 @@ static const struct {
 	[PVREAD_LINE_RATES] = { "rates",
 		"the vCPUs' records convert at rates apart (Xen calibrates each pCPU on its own), which no line can follow" },
 	[PVREAD_LINE_PTI] = { "pti",
-		"under KPTI this Xen (before 4.18) skips updates of the module's copies of the vCPUs' records while user code runs, so they can stand apart from the kernel's clock" },
+		"under KPTI this Xen (before 4.18) skips updates of the module's copies of the vCPUs' records while user code runs, and the module's refresh of them is not active (see refresh below)" },
 };
 
 static const char *line_state_name(uint32_t state)
