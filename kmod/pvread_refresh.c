@@ -188,9 +188,9 @@ static void pvread_refresh_standing(unsigned int cpu, bool failed)
 
 /*
  * The next refresh in jiffies: every tick, unless a refresh costs more
- * than 1/PVREAD_REFRESH_SHARE of that (measured: a hypercall takes 1-2 us
- * on hardware, 1-2 ms under the emulator, where every exit to Xen is
- * emulated); then as much later as keeps it at that share of the CPU.
+ * than 1/PVREAD_REFRESH_SHARE of that (a few us expected on hardware;
+ * 0.45-0.52 ms measured under the emulator's nested SVM, where every exit
+ * to Xen is emulated); then as much later as keeps it at that share.
  * The lag is measured whatever the period.
  */
 #define PVREAD_REFRESH_SHARE	100
