@@ -101,12 +101,12 @@ enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT };
 /*
  * Per-process floors of the clocks that must never go back, a cache line
  * each: a fallback of one clock writes its floor, and must not take the
- * line from readers of another.  Raised only, by order.c's
- * pvread_apply_floor() (a relaxed compare-and-swap loop), on the slow path:
- * the kernel's answers of the clocks that never go back, and the page's
- * MONOTONIC_COARSE; read relaxed (pvread_respect_floor(), the fast path's
- * stands()).  What orders a floor before the line readings that must
- * respect it is mode_seen (below).
+ * line from readers of another.  Raised only, by order.c's raise_floor()
+ * (a relaxed compare-and-swap loop), on the slow path: the kernel's
+ * answers of those clocks once the process has returned page readings of
+ * them, and the page's MONOTONIC_COARSE.  The fast path never reads the
+ * floor of a fine clock: what it needs to know of it is in mode_seen
+ * (below).
  */
 struct floor {
 	_Atomic int64_t ns;
@@ -114,24 +114,52 @@ struct floor {
 _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
 
 /*
- * How each clock was last answered in this process: PVREAD_MODE_LINE once
- * a line reading was returned since the floor last held every reading,
- * PVREAD_MODE_NONE while it does (no reading yet, or the kernel's answers,
- * which raise it), MODE_SEEN_HOLDING while a fallback lifts to the line
- * (see pvread_slow_clock_gettime()).  Written only when it changes, so it
- * stays in every CPU's cache; always by compare-and-swap, from the value
- * the writer acted on:
- *   NONE -> LINE      pvread_enter_line(), acq_rel: the first line reading
- *                     since the floor held every reading
- *   LINE -> HOLDING   pvread_slow_clock_gettime(), seq_cst, signals blocked
- *   HOLDING -> NONE   the same fallback, seq_cst, after it raised the floor
- *                     (the floor holds every reading returned), or
- *   HOLDING -> LINE   if the line could not be read (the next fallback
- *                     holds instead)
- * Read with acquire (the fast path's stands(), gettime_slow(), the
- * fallback): LINE seen comes with the floor the fallback before it raised.
+ * mode_seen[clock], for the clocks that never go back: what this process
+ * has returned of the clock, and so what its floor must hold.
+ *
+ *   SEEN_NEVER    (0, the zeroed page) nothing returned yet.
+ *   SEEN_KERNEL   only the kernel's answers returned, as they are, with no
+ *                 floor kept: a process without the page, or in mode none
+ *                 from its start, costs what libc costs.  The first page
+ *                 reading after them starts the floor at the kernel's
+ *                 answer (after NEVER, at nothing).
+ *   SEEN_FLOOR    the floor holds every reading returned: a line reading
+ *                 below it is raised to it, on the slow path.
+ *   SEEN_LINE     the floor is not above the line (at any TSC since this
+ *                 was noted): a line reading stands as it is, and the fast
+ *                 path returns it with one load of this word.  The floor
+ *                 does not hold the line readings returned.
+ *   SEEN_HOLDING  a thread is lifting the floor to the line (a fallback
+ *                 after LINE), or making it hold the kernel's answers
+ *                 before the first page reading (after KERNEL): line
+ *                 readings and fallbacks take the kernel's answer lifted
+ *                 fully to the line meanwhile.
+ *
+ * A kernel's answer notes KERNEL over NEVER, and is returned as it is only
+ * where it sees NEVER or KERNEL after the kernel's read: a thread that
+ * moves the word on (NEVER -> FLOOR by compare-and-swap, KERNEL ->
+ * HOLDING) then finds the answers it must hold all read before.
+ *
+ * The rules that keep "never below a reading returned" (order.c):
+ *  - LINE is noted only by a thread holding a line reading at or above the
+ *    floor (the line never decreases, so every later one is too), and
+ *    that thread loads the floor again after noting it; a thread that
+ *    raises the floor loads mode_seen again after.  Both with seq_cst
+ *    read-modify-writes, so one of the two sees the other; who sees the
+ *    other above the line takes LINE away again (LINE -> HOLDING ->
+ *    FLOOR, lifting the floor to the line).
+ *  - LINE -> HOLDING and KERNEL -> HOLDING are followed by a wait of
+ *    HOLD_MARGIN_TSC ticks before the TSC or the kernel is read: a reader
+ *    that saw the word before it changed may have read its TSC (or the
+ *    kernel's clock) that much later, out of order, never more.
+ *  - HOLDING -> FLOOR by any thread whose full lift succeeded, after it
+ *    raised the floor; a lift that cannot read the line (an update that
+ *    does not complete) leaves HOLDING, for the next fallback.
+ * No signal is blocked anywhere in this: a handler that reads the clock,
+ * or one that never returns, finds a state every rule above covers.
+ * Written only when it changes, so it stays in every CPU's cache.
  */
-#define MODE_SEEN_HOLDING 0x102
+enum { SEEN_NEVER, SEEN_KERNEL, SEEN_FLOOR, SEEN_LINE, SEEN_HOLDING };
 
 /* Records whose update did not complete, remembered: a few suffice. */
 #define NR_STUCK_RECORDS 16
@@ -163,13 +191,6 @@ struct process {
 	/* Written by the thread that wins MAP_UNTRIED -> MAP_BUSY. */
 	struct mapping map;
 	/*
-	 * This process has returned readings of the page's line: from then
-	 * on a fallback answer is lifted towards the line (see
-	 * not_below_line()).  Set once, relaxed, by pvread_enter_line(); read
-	 * relaxed by pvread_slow_clock_gettime().
-	 */
-	_Atomic bool line_used;
-	/*
 	 * The seq of a header update that did not complete within
 	 * MAX_WAIT_TSC: while the header still says it, reads fall back at
 	 * once instead of waiting again.  0: none (a seq being written is
@@ -180,7 +201,7 @@ struct process {
 	 */
 	_Atomic uint32_t stuck_seq;
 	_Atomic uint64_t stuck_record[NR_STUCK_RECORDS];
-	/* MODE_SEEN_HOLDING, above. */
+	/* SEEN_*, above. */
 	_Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
 	/* struct floor, above. */
 	struct floor floors[PVREAD_NR_CLOCK_BASES];
@@ -227,7 +248,9 @@ PVREAD_HIDDEN extern __thread struct pvread_stats pvread_thread_stats;
 
 /* fast_clocks: the TSC read is rdtscp (tsc_read()). */
 #define FAST_RDTSCP (1U << 31)
-_Static_assert(PVREAD_NR_CLOCK_BASES <= 31, "clock ids below FAST_RDTSCP");
+/* fast_clocks: no page (MAP_ABSENT), every clock is the kernel's. */
+#define FAST_KERNEL (1U << 30)
+_Static_assert(PVREAD_NR_CLOCK_BASES <= 30, "clock ids below FAST_KERNEL");
 
 /*
  * @clock below PVREAD_NR_CLOCK_BASES: the caller checked it, or checked it
@@ -408,14 +431,11 @@ PVREAD_HIDDEN bool pvread_read_fast(struct process *p, const clockid_t clock,
 				    enum pvread_slow_reason *why);
 
 /* order.c: floors, the hold at the line, the kernel's answer. */
-PVREAD_HIDDEN void pvread_apply_floor(struct process *p, clockid_t clock,
-				      struct timespec *ts);
-PVREAD_HIDDEN void pvread_respect_floor(struct process *p, clockid_t clock,
-					struct timespec *ts);
 PVREAD_HIDDEN __attribute__((noinline, cold))
 int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
 			      struct timespec *ts, enum pvread_slow_reason why);
 PVREAD_HIDDEN __attribute__((noinline, cold))
-bool pvread_enter_line(struct process *p, clockid_t clock, struct timespec *ts);
+int pvread_page_reading(struct process *p, clockid_t clock,
+			struct timespec *ts);
 
 #endif /* PVREAD_INTERNAL_H */

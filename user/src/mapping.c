@@ -331,6 +331,9 @@ static bool make_mapping(struct process *p,
 				      CLOCKS_FINE | CLOCKS_COARSE) |
 				      tsc_read_how,
 				      memory_order_release);
+	else if (failed == MAP_ABSENT)
+		atomic_store_explicit(&p->fast_clocks, FAST_KERNEL,
+				      memory_order_release);
 	atomic_store_explicit(&p->map_state, *made ? MAP_READY : failed,
 			      memory_order_release);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * libpvread: what never goes back.  The per-process floors, the hold at
- * the line after line readings (not_below_line()), and the kernel's answer
- * that every read falls back to (pvread_slow_clock_gettime()), with the
- * state each clock was last answered in (mode_seen: internal.h).
+ * libpvread: what never goes back.  The per-process floors and the state
+ * each clock was last answered in (mode_seen: the rules are internal.h's),
+ * the hold at the line after line readings (not_below_line()), the kernel's
+ * answer that every read falls back to (pvread_slow_clock_gettime()), and
+ * the page readings that do not stand as they are (pvread_page_reading()).
  */
 #define _GNU_SOURCE
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,7 +18,13 @@
 #include "arith.h"
 #include "internal.h"
 
-#define HOLD_MARGIN_TSC 4096	/* see not_below_line() */
+/*
+ * How much later than a load of mode_seen a reader may read its TSC (or
+ * the kernel's clock) out of order: what the CPU can keep in flight, far
+ * fewer ticks than these (an interrupt or a VM exit in between is taken
+ * at an instruction boundary, after the TSC read).
+ */
+#define HOLD_MARGIN_TSC 4096
 
 static inline void set_ns(struct timespec *ts, int64_t v)
 {
@@ -27,7 +32,6 @@ static inline void set_ns(struct timespec *ts, int64_t v)
 	ts->tv_nsec = v % NSEC_PER_SEC;
 }
 
-/* Never below what this process returned before, on any thread. */
 /* @clock's floor at least @v; the floor as it was, if it was above. */
 static int64_t raise_floor(struct process *p, clockid_t clock, int64_t v)
 {
@@ -36,12 +40,13 @@ static int64_t raise_floor(struct process *p, clockid_t clock, int64_t v)
 
 	while (v > cur)
 		if (atomic_compare_exchange_weak_explicit(f, &cur, v,
-				memory_order_relaxed, memory_order_relaxed))
+				memory_order_seq_cst, memory_order_relaxed))
 			return v;
 	return cur;
 }
 
-void pvread_apply_floor(struct process *p, clockid_t clock,
+/* *@ts at least the floor, and the floor at least *@ts. */
+static void apply_floor(struct process *p, clockid_t clock,
 			struct timespec *ts)
 {
 	int64_t v = ns_of(ts), cur = raise_floor(p, clock, v);
@@ -52,22 +57,13 @@ void pvread_apply_floor(struct process *p, clockid_t clock,
 	}
 }
 
-/*
- * Line readings need not raise the floor (that would make every reader
- * write one shared cache line): they never decrease across every reader of
- * the page.  They only respect it, for what fallbacks put there: the line
- * may be behind the kernel's clock by up to the bound.
- */
-void pvread_respect_floor(struct process *p, clockid_t clock,
-			  struct timespec *ts)
+/* After a change of mode_seen that readers may have missed: see internal.h. */
+static void wait_out_readers(void)
 {
-	int64_t cur = atomic_load_explicit(&p->floors[clock].ns,
-					   memory_order_relaxed);
+	uint64_t since = tsc_ordered();
 
-	if (unlikely(ns_of(ts) < cur)) {
-		pvread_thread_stats.clamped++;
-		set_ns(ts, cur);
-	}
+	while (tsc_ordered() - since < HOLD_MARGIN_TSC)
+		_mm_pause();
 }
 
 /*
@@ -76,22 +72,20 @@ void pvread_respect_floor(struct process *p, clockid_t clock,
  * bound.  The module promises that the line's value, clamped to the line's
  * ends, never decreases, also after the mode has left PVREAD_MODE_LINE (the
  * last line stays, its span cut): so the kernel's answer @ts is lifted
- * towards the line's value now.  Fully (@full) where this process may
- * have returned line readings of the clock since its floor last held them
- * all (see pvread_slow_clock_gettime()); else at most the tolerance above
- * the kernel's answer: a line reading anyone returned was within its reader's
+ * towards the line's value at the TSC now.  Fully (@full) where this
+ * process may have returned line readings of the clock that its floor
+ * does not hold (SEEN_HOLDING); else at most the tolerance above the
+ * kernel's answer: a line reading anyone returned was within its reader's
  * tolerance of the kernel's clock then (the bound it was read under, an
  * estimate), so the lift still orders the answer after every line reading
  * of a process whose tolerance is no larger, and the error stays within
  * this one's however far the line runs ahead once the bound has crossed
  * it.  Waits for an update as long as a read does (the kernel's own
- * clock_gettime() waits for the timekeeper the same way).  An update that
- * does not complete within that, or a page that never had a line, leaves
- * the answer to the floor.
+ * clock_gettime() waits for the timekeeper the same way).  False if an
+ * update did not complete within that: the answer is left to the floor.
  */
-static __attribute__((noinline, cold))
-bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
-		    bool full)
+static bool not_below_line(struct process *p, clockid_t clock,
+			   struct timespec *ts, bool full)
 {
 	const struct mapping *m = &p->map;
 	const struct pvread_header *h = m->hdr;
@@ -141,14 +135,6 @@ bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 	/* No line, or none a module writes: nothing anyone read from it. */
 	if (!span || (uint64_t)sec > KTIME_SEC_MAX)
 		return true;
-	/*
-	 * Lifting to the line: a little past this TSC.  A line reading that
-	 * saw the clock's mode_seen still LINE may have read the TSC after
-	 * this, the rdtsc running late past that load; not by more than the
-	 * CPU can keep in flight, far fewer ticks than these.
-	 */
-	if (full)
-		tsc += HOLD_MARGIN_TSC;
 	d = pvread_line_delta(tsc, stamp);
 	if (d > span)
 		d = span;
@@ -181,32 +167,92 @@ bool not_below_line(struct process *p, clockid_t clock, struct timespec *ts,
 }
 
 /*
+ * *@ts, an answer for the steady @clock about to be returned (the
+ * kernel's, or a line reading below the floor): lifted towards the line
+ * and the floor raised to it, as mode_seen says, by internal.h's rules.
+ * @lift: lift within the tolerance where the floor holds every reading
+ * (a line reading needs none).
+ */
+static void settle(struct process *p, clockid_t clock, struct timespec *ts,
+		   bool lift)
+{
+	_Atomic uint32_t *seen_p = &p->mode_seen[clock];
+	uint32_t seen = atomic_load(seen_p);
+
+	for (;;) {
+		switch (seen) {
+		case SEEN_NEVER:
+			if (!atomic_compare_exchange_strong(seen_p, &seen,
+							    SEEN_KERNEL))
+				continue;
+			/* fall through */
+		case SEEN_KERNEL:
+			return;
+		case SEEN_LINE:
+			if (!atomic_compare_exchange_strong(seen_p, &seen,
+							    SEEN_HOLDING))
+				continue;
+			wait_out_readers();
+			/* fall through */
+		case SEEN_HOLDING:
+			seen = SEEN_HOLDING;
+			if (not_below_line(p, clock, ts, true)) {
+				apply_floor(p, clock, ts);
+				atomic_compare_exchange_strong(seen_p, &seen,
+							       SEEN_FLOOR);
+			} else {
+				apply_floor(p, clock, ts);
+			}
+			break;
+		default:
+			if (lift)
+				not_below_line(p, clock, ts, false);
+			apply_floor(p, clock, ts);
+			break;
+		}
+		/* Raised: LINE noted since takes it back (internal.h). */
+		seen = atomic_load(seen_p);
+		if (seen != SEEN_LINE)
+			return;
+		lift = false;
+	}
+}
+
+/*
+ * The kernel's MONOTONIC_COARSE answer *@ts, once the page's has been
+ * returned: its floor holds it (the kernel's steps back on NTP frequency
+ * changes before Linux 6.15, the page's is held), and MONOTONIC's too
+ * where the page's has been: the kernel's tick can be newer than the
+ * page's (its vDSO data is written before the module's notifier runs),
+ * and a line reading held only at the page's MONOTONIC_COARSE could be
+ * below this answer.
+ */
+static void settle_coarse(struct process *p, struct timespec *ts)
+{
+	struct timespec mono = *ts;
+
+	_Atomic uint32_t *seen_p = &p->mode_seen[CLOCK_MONOTONIC_COARSE];
+	uint32_t seen = SEEN_NEVER;
+
+	if (!atomic_compare_exchange_strong(seen_p, &seen, SEEN_KERNEL) &&
+	    seen != SEEN_KERNEL)
+		apply_floor(p, CLOCK_MONOTONIC_COARSE, ts);
+	settle(p, CLOCK_MONOTONIC, &mono, false);
+}
+
+/*
  * The kernel's answer: the one fallback of every read.  For the clocks
- * that never go back, lifted towards the line if this process has read
- * it, then to the floor, which it raises.  @p: NULL without a mapping (yet).
- *
- * Line readings do not raise the floor (that would be a shared write on
- * every read), so while a clock's mode_seen is PVREAD_MODE_LINE the floor
- * does not hold them: the first fallback then notes MODE_SEEN_HOLDING,
- * lifts fully to the line and raises the floor there, then notes
- * PVREAD_MODE_NONE (the floor holds every reading returned) -- or LINE
- * again if the line could not be read (an update that did not complete),
- * so that the next fallback holds instead.  A fallback that sees HOLDING,
- * or a seed after line readings, lifts fully too; any other only within
- * the tolerance, held by the floor meanwhile: its error decays to the
- * tolerance as the kernel's clock catches up, instead of following a line
- * that runs ahead.  A line reading that sees NONE notes LINE again; one
- * that sees HOLDING falls back (pvread_enter_line()).  Signals are blocked
- * while HOLDING, as while mapping.
+ * that never go back, once this process has returned page readings of
+ * them, lifted towards the line and held by the floor (settle()); before
+ * that, the kernel's answer as it is (KERNEL, noted once): the load of
+ * mode_seen after the kernel's read is what lets a thread that starts
+ * reading the page wait these answers out (internal.h).  @p: NULL without
+ * a mapping (yet).
  */
 __attribute__((noinline, cold))
 int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
 			      struct timespec *ts, enum pvread_slow_reason why)
 {
-	_Atomic uint32_t *seen_p;
-	uint32_t seen;
-	sigset_t all, old;
-	bool won, held;
 	int ret;
 
 	pvread_thread_stats.slow++;
@@ -214,69 +260,135 @@ int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
 	ret = pvread_kernel_clock_gettime(clock, ts);
 	if (ret || !never_back(clock))
 		return ret;
-	/* Mapping in progress in another thread: the floors hold all the same. */
+	/* Mapping in progress in another thread: its mode_seen is NEVER. */
 	if (!p)
 		p = atomic_load_explicit(&pvread_process, memory_order_acquire);
 	if (!p)
 		return ret;
-	if (clock == CLOCK_MONOTONIC_COARSE) {
-		pvread_apply_floor(p, clock, ts);
-		/*
-		 * The kernel's tick can be newer than the page's (its vDSO
-		 * data is written before the module's notifier runs): a line
-		 * reading held only at the page's MONOTONIC_COARSE could be
-		 * below this answer.  MONOTONIC's floor holds it there.
-		 */
-		raise_floor(p, CLOCK_MONOTONIC, ns_of(ts));
+	/* The kernel's answers only, so far: as they are. */
+	if (likely(atomic_load(&p->mode_seen[clock]) == SEEN_KERNEL) &&
+	    (clock != CLOCK_MONOTONIC_COARSE ||
+	     likely(atomic_load(&p->mode_seen[CLOCK_MONOTONIC]) ==
+		    SEEN_KERNEL)))
 		return ret;
-	}
-	if (!atomic_load_explicit(&p->line_used, memory_order_relaxed)) {
-		pvread_apply_floor(p, clock, ts);
-		return ret;
-	}
-	seen_p = &p->mode_seen[clock];
-	seen = atomic_load_explicit(seen_p, memory_order_acquire);
-	if (seen != PVREAD_MODE_LINE) {
-		not_below_line(p, clock, ts, seen == MODE_SEEN_HOLDING);
-		pvread_apply_floor(p, clock, ts);
-		return ret;
-	}
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	/* Lose the race, and the winner holds: lift fully all the same. */
-	won = atomic_compare_exchange_strong(seen_p, &seen, MODE_SEEN_HOLDING);
-	held = not_below_line(p, clock, ts, true);
-	pvread_apply_floor(p, clock, ts);
-	if (won) {
-		seen = MODE_SEEN_HOLDING;
-		atomic_compare_exchange_strong(seen_p, &seen, held ?
-					       PVREAD_MODE_NONE :
-					       PVREAD_MODE_LINE);
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (clock == CLOCK_MONOTONIC_COARSE)
+		settle_coarse(p, ts);
+	else
+		settle(p, clock, ts, true);
 	return ret;
 }
 
 /*
- * The first line reading of @clock since the floor held every reading
- * returned (mode_seen NONE): note LINE, so that the next fallback holds at
- * the line.  While another thread's fallback holds (HOLDING), that
- * fallback may not have raised the floor yet, so a line reading returned
- * now could be above it unseen: the kernel's answer, lifted fully, instead
- * (PVREAD_SLOW_SEED).  Returns true when *@ts is that answer.
+ * The first page reading of @clock this process returns (mode_seen
+ * @seen, NEVER or KERNEL): from now on the floor must hold the kernel's
+ * answers, and after KERNEL those returned before (no floor kept them)
+ * too: once the readers that saw KERNEL are waited out, the kernel's
+ * answer raises the floor.  False if another thread changed mode_seen
+ * first.
  */
-__attribute__((noinline, cold))
-bool pvread_enter_line(struct process *p, clockid_t clock, struct timespec *ts)
+static bool start_floor(struct process *p, clockid_t clock, uint32_t seen)
 {
 	_Atomic uint32_t *seen_p = &p->mode_seen[clock];
-	uint32_t seen = PVREAD_MODE_NONE;
+	struct timespec k;
 
-	if (!atomic_load_explicit(&p->line_used, memory_order_relaxed))
-		atomic_store_explicit(&p->line_used, true, memory_order_relaxed);
-	if (atomic_compare_exchange_strong_explicit(seen_p, &seen,
-			PVREAD_MODE_LINE, memory_order_acq_rel,
-			memory_order_acquire) || seen == PVREAD_MODE_LINE)
+	if (seen == SEEN_NEVER)
+		return atomic_compare_exchange_strong(seen_p, &seen,
+						      SEEN_FLOOR);
+	if (!atomic_compare_exchange_strong(seen_p, &seen, SEEN_HOLDING))
 		return false;
-	pvread_slow_clock_gettime(p, clock, ts, PVREAD_SLOW_SEED);
+	wait_out_readers();
+	if (!pvread_kernel_clock_gettime(clock, &k))
+		raise_floor(p, clock, ns_of(&k));
+	seen = SEEN_HOLDING;
+	atomic_compare_exchange_strong(seen_p, &seen, SEEN_FLOOR);
 	return true;
+}
+
+/*
+ * A line reading *@ts of the steady @clock, outside LINE: at or above the
+ * floor, it stands, and LINE is noted so that the next ones stand on the
+ * fast path; below it, the floor (the line has not caught up with a
+ * fallback yet: this clock stays on the slow path until it does).
+ */
+static int line_reading(struct process *p, clockid_t clock,
+			struct timespec *ts)
+{
+	_Atomic uint32_t *seen_p = &p->mode_seen[clock];
+	uint32_t seen = atomic_load(seen_p);
+	int64_t v = ns_of(ts);
+
+	for (;;) {
+		switch (seen) {
+		case SEEN_NEVER:
+		case SEEN_KERNEL:
+			if (!start_floor(p, clock, seen))
+				seen = atomic_load(seen_p);
+			else
+				seen = SEEN_FLOOR;
+			continue;
+		case SEEN_HOLDING:
+			/*
+			 * The floor may not hold the line readings returned
+			 * yet: a line reading returned now could be above a
+			 * fallback's answer unseen.  The kernel's, lifted
+			 * fully, instead.
+			 */
+			return pvread_slow_clock_gettime(p, clock, ts,
+							 PVREAD_SLOW_SEED);
+		case SEEN_FLOOR:
+			if (v < atomic_load(&p->floors[clock].ns))
+				break;
+			if (!atomic_compare_exchange_strong(seen_p, &seen,
+							    SEEN_LINE))
+				continue;
+			/* Noted: the floor again (internal.h). */
+			if (v < atomic_load(&p->floors[clock].ns)) {
+				apply_floor(p, clock, ts);
+				settle(p, clock, ts, false);
+			}
+			return 0;
+		default:
+			/* LINE noted by another thread since the fast path looked. */
+			break;
+		}
+		/* Below the floor: this reading was taken before it was raised. */
+		apply_floor(p, clock, ts);
+		return 0;
+	}
+}
+
+/*
+ * A MONOTONIC_COARSE reading of the page past its floor (or the first):
+ * the floor is raised to it, once a tick.  The first one starts the floor
+ * after the kernel's answers (start_floor()); while another thread does
+ * that, the kernel's answer.
+ */
+static int coarse_reading(struct process *p, struct timespec *ts)
+{
+	const clockid_t clock = CLOCK_MONOTONIC_COARSE;
+	uint32_t seen = atomic_load(&p->mode_seen[clock]);
+
+	if ((seen == SEEN_NEVER || seen == SEEN_KERNEL) &&
+	    !start_floor(p, clock, seen))
+		seen = atomic_load(&p->mode_seen[clock]);
+	if (seen == SEEN_HOLDING)
+		return pvread_slow_clock_gettime(p, clock, ts,
+						 PVREAD_SLOW_SEED);
+	apply_floor(p, clock, ts);
+	return 0;
+}
+
+/*
+ * A page reading *@ts that does not stand as it is (read.c's stands()):
+ * of a steady clock outside LINE, or a MONOTONIC_COARSE past its floor.
+ */
+__attribute__((noinline, cold))
+int pvread_page_reading(struct process *p, clockid_t clock,
+			struct timespec *ts)
+{
+	if (fine_never_back(clock))
+		return line_reading(p, clock, ts);
+	if (clock == CLOCK_MONOTONIC_COARSE)
+		return coarse_reading(p, ts);
+	return 0;
 }

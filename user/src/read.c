@@ -240,16 +240,18 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		uint8_t shift;
 
 		/*
-		 * The TSC, read right after the seq, as the vDSO reads it:
-		 * the header's checks and the line's loads run while it is
-		 * read (rdtsc and rdtscp hold nothing back), and the seq read
-		 * again at the end vouches for them.  A TSC read after the
-		 * seq is not before the line it read.
+		 * The TSC, read after the seq and the header's checks, as the
+		 * vDSO reads it after its clock mode's: those are loads of
+		 * the seq's cache line, which the read waits for anyway, and
+		 * a page in mode none costs no TSC read.  The line's loads
+		 * run while it is read (rdtsc and rdtscp hold nothing back),
+		 * and the seq read again at the end vouches for them.  A TSC
+		 * read after the seq is not before the line it read.
 		 */
-		tsc = tsc_read(fast);
 		r = header_ok(p, h, seq);
 		if (unlikely(r != READ_OK))
 			return r;
+		tsc = tsc_read(fast);
 		b = &l->base[clock];
 		v.sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
@@ -351,36 +353,6 @@ bool pvread_read_fast(struct process *p, const clockid_t clock,
 }
 
 /*
- * A reading from the page that does not stand as it is (stands()): the
- * first of a steady clock since a fallback, one below a floor, or a
- * MONOTONIC_COARSE past its floor, which is raised.
- */
-static __attribute__((noinline, cold))
-int gettime_held(struct process *p, clockid_t clock, struct timespec *ts)
-{
-	if (fine_never_back(clock)) {
-		/*
-		 * Acquire: LINE seen here comes with the floor the fallback
-		 * before it raised (a plain load on x86).
-		 */
-		if (atomic_load_explicit(&p->mode_seen[clock],
-					 memory_order_acquire) != PVREAD_MODE_LINE &&
-		    pvread_enter_line(p, clock, ts))
-			return 0;
-		pvread_respect_floor(p, clock, ts);
-	} else if (clock == CLOCK_MONOTONIC_COARSE) {
-		/*
-		 * The kernel's own MONOTONIC_COARSE steps back on NTP
-		 * frequency changes before Linux 6.15; the page's is held,
-		 * but a fallback reads the kernel's.  Its floor moves once a
-		 * tick: the fast path leaves the raise to this path.
-		 */
-		pvread_apply_floor(p, clock, ts);
-	}
-	return 0;
-}
-
-/*
  * Everything but the fast path's one attempt: the first call's mapping,
  * the retries, the kernel's answer.  A read that gets here reads the page
  * again from the start.
@@ -401,42 +373,58 @@ int gettime_slow(clockid_t clock, struct timespec *ts)
 	}
 	if (unlikely(!read_fast(p, clock, ts, &why)))
 		goto slow;
-	return gettime_held(p, clock, ts);
+	return pvread_page_reading(p, clock, ts);
 slow:
 	return pvread_slow_clock_gettime(p, clock, ts, why);
 }
 
 /*
  * Does the page's reading @v stand as it is?  For the steady clocks, while
- * this process's floor holds every reading returned (mode_seen LINE since
- * the last fallback) and is not above it; for MONOTONIC_COARSE, while its
- * floor is not below it either (the slow path raises it, once a tick).
- * Loads only: every write is the slow path's.
+ * mode_seen says LINE: the floor is not above the line (internal.h), one
+ * load that does not wait for the line's product.  For MONOTONIC_COARSE,
+ * while its floor is not below it either (the slow path raises it, once a
+ * tick).  Loads only: every write is the slow path's.
  */
 static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
 				 struct reading v)
 {
-	/*
-	 * The reading's nanoseconds against the floor less its seconds, which
-	 * do not wait for the line's product: one comparison after it.
-	 * Unsigned: a page no module wrote may make it wrap, never UB.
-	 */
-	uint64_t sec_ns = (uint64_t)v.sec * NSEC_PER_SEC;
-	int64_t floor;
-
-	if (clock_in(CLOCKS_STEADY, clock)) {
-		if (unlikely(atomic_load_explicit(&p->mode_seen[clock],
-						  memory_order_acquire) !=
-			     PVREAD_MODE_LINE))
-			return false;
-	} else if (clock != CLOCK_MONOTONIC_COARSE) {
+	if (clock_in(CLOCKS_STEADY, clock))
+		return likely(atomic_load_explicit(&p->mode_seen[clock],
+						   memory_order_relaxed) ==
+			      SEEN_LINE);
+	if (clock != CLOCK_MONOTONIC_COARSE)
 		return true;
+	/* Unsigned: a page no module wrote may make it wrap, never UB. */
+	return (uint64_t)v.sec * NSEC_PER_SEC + v.ns ==
+	       (uint64_t)atomic_load_explicit(&p->floors[clock].ns,
+					      memory_order_relaxed);
+}
+
+/*
+ * The fast path's attempt gave @r: the retries, or the kernel's answer,
+ * from where it stopped (a page in mode none is read once).
+ */
+static __attribute__((noinline, cold))
+int gettime_again(struct process *p, clockid_t clock, struct timespec *ts,
+		  enum read_result r)
+{
+	const uint32_t fast = atomic_load_explicit(&p->fast_clocks,
+						   memory_order_relaxed);
+	enum pvread_slow_reason why;
+	struct attempts a = { 0, 0 };
+	struct reading v;
+
+	for (;;) {
+		/* The hold at the coarse clocks: the same reading, held. */
+		if (r != READ_HOLD && !pvread_try_again(p, r, &a, &why))
+			return pvread_slow_clock_gettime(p, clock, ts, why);
+		r = try_read(p, fast, clock, &v, true);
+		if (r == READ_OK)
+			break;
 	}
-	floor = atomic_load_explicit(&p->floors[clock].ns,
-				     memory_order_relaxed);
-	floor = (int64_t)((uint64_t)floor - sec_ns);
-	return clock == CLOCK_MONOTONIC_COARSE ? (int64_t)v.ns == floor :
-						 (int64_t)v.ns >= floor;
+	ts->tv_sec = v.sec;
+	ts->tv_nsec = (long)v.ns;
+	return stands(p, clock, v) ? 0 : pvread_page_reading(p, clock, ts);
 }
 
 /*
@@ -448,22 +436,27 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 {
 	struct process *p = atomic_load_explicit(&pvread_process,
 						 memory_order_acquire);
-	uint32_t fast;
+	enum read_result r;
 	struct reading v;
+	uint32_t fast;
 
-	if (likely(p) &&
-	    likely((unsigned int)clock < PVREAD_NR_CLOCK_BASES) &&
-	    likely(clock_in(fast = atomic_load_explicit(&p->fast_clocks,
-							memory_order_acquire),
-			    clock)) &&
-	    likely(ts) &&
-	    likely(try_read(p, fast, clock, &v, false) == READ_OK)) {
-		ts->tv_sec = v.sec;
-		ts->tv_nsec = (long)v.ns;
-		return likely(stands(p, clock, v)) ? 0 :
-		       gettime_held(p, clock, ts);
-	}
-	return gettime_slow(clock, ts);
+	if (unlikely(!p) ||
+	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES) ||
+	    unlikely(!ts))
+		return gettime_slow(clock, ts);
+	fast = atomic_load_explicit(&p->fast_clocks, memory_order_acquire);
+	if (unlikely(!clock_in(fast, clock)))
+		return likely(fast & FAST_KERNEL) ?
+		       pvread_slow_clock_gettime(p, clock, ts,
+						 PVREAD_SLOW_NO_PAGE) :
+		       gettime_slow(clock, ts);
+	r = try_read(p, fast, clock, &v, false);
+	if (unlikely(r != READ_OK))
+		return gettime_again(p, clock, ts, r);
+	ts->tv_sec = v.sec;
+	ts->tv_nsec = (long)v.ns;
+	return likely(stands(p, clock, v)) ? 0 :
+	       pvread_page_reading(p, clock, ts);
 }
 
 int pvread_gettimeofday(struct timeval *tv, void *tz)
