@@ -54,17 +54,60 @@ EXPORT time_t time(time_t *t)
 }
 
 /*
- * C11's: TIME_UTC is CLOCK_REALTIME.  A base this libc may know and the
- * shim does not (C23's TIME_MONOTONIC, ...) is libc's, as it defines it.
+ * C23's time bases, for a libc whose headers do not define them yet (glibc
+ * before 2.43): the values glibc 2.43 gives them, each its clock id plus
+ * 1, as TIME_UTC is CLOCK_REALTIME's; musl's are the same.  A program
+ * built with a newer libc's headers passes these, whatever the libc it
+ * runs with.
+ */
+#ifndef TIME_MONOTONIC
+#define TIME_MONOTONIC 2
+#endif
+#ifndef TIME_ACTIVE
+#define TIME_ACTIVE 3
+#endif
+#ifndef TIME_THREAD_ACTIVE
+#define TIME_THREAD_ACTIVE 4
+#endif
+
+/*
+ * C23's bases, each its POSIX clock, all through libpvread:
+ * TIME_MONOTONIC must share CLOCK_MONOTONIC's floors, or its readings
+ * could step back against the shim's own clock_gettime(); the CPU-time
+ * clocks are not on the page, and pvread_clock_gettime() hands them to
+ * the kernel.  Any other base is 0 (C's "not supported"), and not
+ * libc's: a dlsym() on every call would be slow and is not
+ * async-signal-safe, and a base a later libc adds (it could be another
+ * mirrored clock's) would bypass the floors; a program told 0 reads
+ * clock_gettime(), which is the shim's.  A read that fails is 0 too, as
+ * C says, with the kernel's errno.
+ *
+ * timespec_getres() is not interposed: it reads no clock, and libc's
+ * answer is the kernel's clock_getres(), the resolution of the same
+ * clocks the shim reads (the page's readings are in ns, as the kernel's
+ * high-resolution clocks report).
  */
 EXPORT int timespec_get(struct timespec *ts, int base)
 {
-	int (*next)(struct timespec *, int);
+	clockid_t clock;
 
-	if (base == TIME_UTC)
-		return pvread_clock_gettime(CLOCK_REALTIME, ts) ? 0 : base;
-	*(void **)&next = dlsym(RTLD_NEXT, "timespec_get");
-	return next ? next(ts, base) : 0;
+	switch (base) {
+	case TIME_UTC:
+		clock = CLOCK_REALTIME;
+		break;
+	case TIME_MONOTONIC:
+		clock = CLOCK_MONOTONIC;
+		break;
+	case TIME_ACTIVE:
+		clock = CLOCK_PROCESS_CPUTIME_ID;
+		break;
+	case TIME_THREAD_ACTIVE:
+		clock = CLOCK_THREAD_CPUTIME_ID;
+		break;
+	default:
+		return 0;
+	}
+	return pvread_clock_gettime(clock, ts) ? 0 : base;
 }
 
 /* As glibc's: CLOCK_REALTIME in ms, no time zone. */

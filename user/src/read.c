@@ -459,25 +459,42 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 	       pvread_page_reading(p, clock, ts);
 }
 
+/*
+ * As gettimeofday(2): a time zone asked for is the kernel's (it keeps
+ * one), and so is the reading that comes with it.  Neither asked for:
+ * nothing to read, 0, as glibc's (the vDSO's) answers without a system
+ * call.  A reading that fails leaves *@tv as it was: -1 with the kernel's
+ * errno.
+ */
 int pvread_gettimeofday(struct timeval *tv, void *tz)
 {
 	struct timespec ts;
 
-	if (tz || !tv)
+	if (tz)
 		return pvread_kernel_gettimeofday(tv, tz);
-	pvread_clock_gettime(CLOCK_REALTIME, &ts);
+	if (!tv)
+		return 0;
+	if (pvread_clock_gettime(CLOCK_REALTIME, &ts))
+		return -1;
 	tv->tv_sec = ts.tv_sec;
 	tv->tv_usec = ts.tv_nsec / 1000;
 	return 0;
 }
 
+/*
+ * time() is the kernel's coarse seconds, not a rounded fine clock.  C and
+ * POSIX store the return value in *@t, (time_t)-1 too when the time is
+ * not available, as glibc's time() does where its clock can fail; errno
+ * is the kernel's.
+ */
 time_t pvread_time(time_t *t)
 {
 	struct timespec ts;
+	time_t sec = (time_t)-1;
 
-	/* time() is the kernel's coarse seconds, not a rounded fine clock. */
-	pvread_clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	if (!pvread_clock_gettime(CLOCK_REALTIME_COARSE, &ts))
+		sec = ts.tv_sec;
 	if (t)
-		*t = ts.tv_sec;
-	return ts.tv_sec;
+		*t = sec;
+	return sec;
 }
