@@ -23,6 +23,8 @@
 #include <asm/prctl.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <ucontext.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -2207,10 +2209,154 @@ static int record_copy_whole(void)
 	return junk || rec.registered_on != 0;
 }
 
+/*
+ * The first fallback after line readings is lifted to the line at the TSC
+ * it reads, not ahead of it: the line 50 us ahead of the kernel, its bound
+ * (20 us) above the tolerance (10 us), so that the line is still there to
+ * lift to.  The answer is at most the line's value at a TSC read right
+ * after it returned; a lift 4096 ticks ahead of its TSC (1.3-4 us) was
+ * above it every time.  100 rounds, each back in LINE first.
+ */
+static int line_first_fallback_now(void)
+{
+	long ahead = 0, below = 0, rounds = 0, i;
+	int64_t worst = INT64_MIN;
+	struct timespec ts;
+	uint64_t before, after;
+
+	setenv("PVREAD_MAX_ERROR_NS", "10000", 1);
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	pause_ticker();
+	synthetic_line_shift(&page, 50000);
+	for (i = 0; i < 100; i++) {
+		synthetic_write_begin(&page);
+		page.hdr->error_bound_ns = 1000;
+		synthetic_write_end(&page);
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);	/* LINE noted */
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		synthetic_write_begin(&page);
+		page.hdr->error_bound_ns = 20000;
+		synthetic_write_end(&page);
+		before = __rdtsc();
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);	/* "bound" */
+		_mm_lfence();
+		after = __rdtsc();
+		_mm_lfence();
+		rounds++;
+		if (ns_of(&ts) > synthetic_line_ns(&page, CLOCK_MONOTONIC, after))
+			ahead++;
+		if (ns_of(&ts) < synthetic_line_ns(&page, CLOCK_MONOTONIC, before))
+			below++;
+		if (ns_of(&ts) - synthetic_line_ns(&page, CLOCK_MONOTONIC,
+						   after) > worst)
+			worst = ns_of(&ts) -
+				synthetic_line_ns(&page, CLOCK_MONOTONIC, after);
+	}
+	resume_ticker();
+	printf("# line 50 us ahead, bound above the tolerance: %ld of %ld first fallbacks ahead of the line at the TSC after them (worst %+lld ns), %ld below it at the TSC before\n",
+	       ahead, rounds, (long long)worst, below);
+	return ahead || below;
+}
+
+/*
+ * A process that traps rdtsc (PR_SET_TSC, PR_TSC_SIGSEGV) and handles the
+ * SIGSEGV, emulating rdtsc and rdtscp (as record-and-replay tools do), is
+ * not killed at its first fallback after line readings: no signal is
+ * blocked around a TSC read.  A fallback that blocked every signal there
+ * had the kernel kill it.
+ */
+static volatile sig_atomic_t tsc_traps;
+
+static void emulate_rdtsc(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+	greg_t *r = uc->uc_mcontext.gregs;
+	const unsigned char *insn = (const unsigned char *)r[REG_RIP];
+	uint64_t tsc;
+	int len;
+
+	(void)sig;
+	(void)si;
+	if (insn[0] == 0x0f && insn[1] == 0x31)
+		len = 2;
+	else if (insn[0] == 0x0f && insn[1] == 0x01 && insn[2] == 0xf9)
+		len = 3;
+	else
+		abort();
+	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+	tsc = __rdtsc();
+	prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
+	r[REG_RAX] = (uint32_t)tsc;
+	r[REG_RDX] = tsc >> 32;
+	if (len == 3)
+		r[REG_RCX] = 0;
+	r[REG_RIP] += len;
+	tsc_traps++;
+}
+
+static int fallback_with_rdtsc_trapped(void)
+{
+	struct sigaction sa = { .sa_sigaction = emulate_rdtsc,
+				.sa_flags = SA_SIGINFO };
+	struct timespec line, ts;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	pvread_clock_gettime(CLOCK_MONOTONIC, &line);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &line);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, NULL);
+	pause_ticker();
+	synthetic_line_leave(&page);		/* the next read falls back */
+	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0))
+		return skip("PR_SET_TSC refused here");
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+	printf("# rdtsc trapped: the first fallback after line readings came back, %d trap(s) handled, %s the line reading\n",
+	       (int)tsc_traps, ns_of(&ts) >= ns_of(&line) ? "not below" : "BELOW");
+	return !tsc_traps || ns_of(&ts) < ns_of(&line);
+}
+
+/*
+ * The kernel's answers in mode none, then line mode with the line 50 ms
+ * behind the kernel: the first line reading is not below the last answer
+ * returned, though no floor was kept while only the kernel answered (the
+ * floor starts at the kernel's answer at the first page reading).
+ */
+static int kernel_answers_then_line(void)
+{
+	struct timespec k[NR_NEVER_BACK], ts;
+	long back = 0;
+	unsigned int c;
+
+	if (adopt(PVREAD_MODE_NONE, 0))
+		return 1;
+	synthetic_start(&page, 1000);
+	for (c = 0; c < NR_NEVER_BACK; c++)
+		pvread_clock_gettime(never_back_clocks[c], &k[c]);
+	pause_ticker();
+	synthetic_line_enter(&page, 0);
+	synthetic_line_shift(&page, -50000000);
+	for (c = 0; c < NR_NEVER_BACK; c++) {
+		pvread_clock_gettime(never_back_clocks[c], &ts);
+		if (ns_of(&ts) < ns_of(&k[c])) {
+			back++;
+			printf("# clock %d: kernel %lld, then %lld\n",
+			       (int)never_back_clocks[c],
+			       (long long)ns_of(&k[c]), (long long)ns_of(&ts));
+		}
+	}
+	resume_ticker();
+	printf("# mode none, then a line 50 ms behind the kernel: %ld of %u clocks back at their first page reading\n",
+	       back, (unsigned int)NR_NEVER_BACK);
+	return back != 0;
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(43);
+	tap_plan(46);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -2251,6 +2397,9 @@ int main(void)
 	scenario("line: after the bound crosses the tolerance, answers within it once the first lift is passed", line_tolerance_after_bound);
 	scenario("line: the hold at the line survives an update that does not complete", line_hold_after_stuck_update);
 	scenario("line -> none -> line: never back", line_none_line);
+	scenario("line: the first fallback after line readings is at the TSC it reads, not ahead of the line", line_first_fallback_now);
+	scenario("rdtsc trapped (PR_SET_TSC) and handled: the first fallback after line readings is not killed", fallback_with_rdtsc_trapped);
+	scenario("mode none, then a line behind the kernel: the first page reading not below the kernel's answers", kernel_answers_then_line);
 	scenario("line: monotonic across threads while re-anchored", line_cross_thread);
 	scenario("line readings on some threads while others hold at the line: never back", holds_and_line_readings);
 	scenario("a line reading while another thread holds at the line: the seed, never back after", seed_while_holding);
