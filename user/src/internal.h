@@ -155,6 +155,11 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
  *  - HOLDING -> FLOOR by any thread whose full lift succeeded, after it
  *    raised the floor; a lift that cannot read the line (an update that
  *    does not complete) leaves HOLDING, for the next fallback.
+ * mode_seen[CLOCK_REALTIME] and [CLOCK_TAI], clocks the kernel steps and
+ * that keep no floor: LINE once a line reading of them has been returned
+ * (the fast path's stands() then returns the next ones with one load, as
+ * for the steady clocks), from then on their fallbacks are lifted towards
+ * the line (order.c's lift_wall()).
  * No signal is blocked anywhere in this: a handler that reads the clock,
  * or one that never returns, finds a state every rule above covers.
  * Written only when it changes, so it stays in every CPU's cache.
@@ -245,6 +250,9 @@ PVREAD_HIDDEN extern __thread struct pvread_stats pvread_thread_stats;
 /* The fine clocks that never go back: floors and the hold at the line. */
 #define CLOCKS_STEADY (BIT_OF(CLOCK_MONOTONIC) | BIT_OF(CLOCK_MONOTONIC_RAW) | \
 		       BIT_OF(CLOCK_BOOTTIME))
+/* The fine clocks whose page readings stand only after mode_seen LINE. */
+#define CLOCKS_NOTED (CLOCKS_STEADY | BIT_OF(CLOCK_REALTIME) | \
+		      BIT_OF(CLOCK_TAI))
 
 /* fast_clocks: the TSC read is rdtscp (tsc_read()). */
 #define FAST_RDTSCP (1U << 31)
@@ -271,6 +279,12 @@ static inline bool never_back(clockid_t clock)
 {
 	return clock == CLOCK_MONOTONIC || clock == CLOCK_MONOTONIC_RAW ||
 	       clock == CLOCK_BOOTTIME || clock == CLOCK_MONOTONIC_COARSE;
+}
+
+/* The fine clocks the kernel steps: REALTIME, TAI. */
+static inline bool is_wall(clockid_t clock)
+{
+	return clock == CLOCK_REALTIME || clock == CLOCK_TAI;
 }
 
 /*

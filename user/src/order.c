@@ -90,16 +90,21 @@ static bool not_below_line(struct process *p, clockid_t clock,
 	const struct mapping *m = &p->map;
 	const struct pvread_header *h = m->hdr;
 	const struct pvread_line *l = &h->line;
-	const struct pvread_clock_base *b = &l->base[clock];
+	const bool wall = !never_back(clock);
+	const struct pvread_clock_base *b =
+		&l->base[wall ? CLOCK_MONOTONIC : clock];
+	const struct pvread_clock_base *tw = &h->tk.base[clock];
+	const struct pvread_clock_base *tm = &h->tk.base[CLOCK_MONOTONIC];
 	uint64_t stamp, span, snsec, tsc, d, ns, since = 0, most;
-	uint32_t seq, mul;
+	uint64_t tw_snsec = 0, tm_snsec = 0;
+	int64_t sec, above, tw_sec = 0, tm_sec = 0, off = 0;
+	uint32_t seq, mul, tk_shift = 0;
 	uint8_t shift;
 	struct timespec line;
-	int64_t sec, above;
 	int tries;
 
 	/* Shifted clocks are never read from the page then: nothing to hold. */
-	if (m->ns.unknown)
+	if (!wall && m->ns.unknown)
 		return true;
 	for (tries = 0; tries < MAX_TRIES;) {
 		seq = LOAD(h->seq);
@@ -124,6 +129,13 @@ static bool not_below_line(struct process *p, clockid_t clock,
 		line_rate(l, clock, &mul, &shift);
 		sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
+		if (wall) {
+			tw_sec = LOAD(tw->sec);
+			tw_snsec = LOAD(tw->snsec);
+			tm_sec = LOAD(tm->sec);
+			tm_snsec = LOAD(tm->snsec);
+			tk_shift = LOAD(h->tk.shift);
+		}
 		tsc = tsc_ordered();
 		RMB();
 		if (LOAD(h->seq) == seq)
@@ -144,7 +156,32 @@ static bool not_below_line(struct process *p, clockid_t clock,
 	 */
 	if (!pvread_line_ns(d, mul, shift, snsec, &ns))
 		return true;
-	set_ts(&line, sec + m->ns.sec[clock], ns + (uint64_t)m->ns.nsec[clock]);
+	if (wall) {
+		/*
+		 * The wall clock at the kernel's offset now, from its
+		 * timekeeper's bases (the line's own offset is the one at its
+		 * anchor): a step of the clock since moves the line with it,
+		 * as it moves the kernel's answer.  The two bases differ by
+		 * whole nanoseconds << shift.
+		 */
+		if (tk_shift > 32 || tw_snsec >= (uint64_t)NSEC_PER_SEC << tk_shift ||
+		    tm_snsec >= (uint64_t)NSEC_PER_SEC << tk_shift ||
+		    __builtin_sub_overflow(tw_sec, tm_sec, &off) ||
+		    __builtin_mul_overflow(off, NSEC_PER_SEC, &off) ||
+		    __builtin_add_overflow(off, ((int64_t)tw_snsec -
+					   (int64_t)tm_snsec) >> tk_shift, &off) ||
+		    __builtin_add_overflow(sec, off / NSEC_PER_SEC, &sec))
+			return true;
+		off %= NSEC_PER_SEC;
+		if (off < 0) {
+			off += NSEC_PER_SEC;
+			sec--;
+		}
+		set_ts(&line, sec, ns + (uint64_t)off);
+	} else {
+		set_ts(&line, sec + m->ns.sec[clock],
+		       ns + (uint64_t)m->ns.nsec[clock]);
+	}
 	/* A line near the end of s64 ns (no module's) wraps: no lift. */
 	if (__builtin_sub_overflow(ns_of(&line), ns_of(ts), &above) ||
 	    above <= 0)
@@ -241,6 +278,25 @@ static void settle_coarse(struct process *p, struct timespec *ts)
 }
 
 /*
+ * The kernel's answer *@ts of the wall clock @clock (REALTIME or TAI),
+ * where this process has returned line readings of it: lifted towards the
+ * line, at the kernel's offset now, within the tolerance.  The kernel
+ * steps these clocks, so they keep no floor; but between steps they run
+ * as MONOTONIC does, and a fallback must not take them back by the line's
+ * lead over the kernel's clock (the bound, at most the tolerance: each
+ * answer is then at or above every line reading before it, and answers
+ * lifted so rise with the kernel's).
+ */
+static void lift_wall(struct process *p, clockid_t clock, struct timespec *ts)
+{
+	if (!p)
+		p = atomic_load_explicit(&pvread_process, memory_order_acquire);
+	if (p && atomic_load_explicit(&p->mode_seen[clock],
+				      memory_order_relaxed) == SEEN_LINE)
+		not_below_line(p, clock, ts, false);
+}
+
+/*
  * The kernel's answer: the one fallback of every read.  For the clocks
  * that never go back, once this process has returned page readings of
  * them, lifted towards the line and held by the floor (settle()); before
@@ -258,8 +314,11 @@ int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
 	pvread_thread_stats.slow++;
 	pvread_thread_stats.slow_by_reason[why]++;
 	ret = pvread_kernel_clock_gettime(clock, ts);
-	if (ret || !never_back(clock))
+	if (ret || !never_back(clock)) {
+		if (!ret && is_wall(clock))
+			lift_wall(p, clock, ts);
 		return ret;
+	}
 	/* Mapping in progress in another thread: its mode_seen is NEVER. */
 	if (!p)
 		p = atomic_load_explicit(&pvread_process, memory_order_acquire);
@@ -390,5 +449,9 @@ int pvread_page_reading(struct process *p, clockid_t clock,
 		return line_reading(p, clock, ts);
 	if (clock == CLOCK_MONOTONIC_COARSE)
 		return coarse_reading(p, ts);
+	/* A wall clock's first: its fallbacks are lifted from now on. */
+	if (is_wall(clock))
+		atomic_store_explicit(&p->mode_seen[clock], SEEN_LINE,
+				      memory_order_relaxed);
 	return 0;
 }

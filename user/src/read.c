@@ -388,7 +388,7 @@ slow:
 static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
 				 struct reading v)
 {
-	if (clock_in(CLOCKS_STEADY, clock))
+	if (clock_in(CLOCKS_NOTED, clock))
 		return likely(atomic_load_explicit(&p->mode_seen[clock],
 						   memory_order_relaxed) ==
 			      SEEN_LINE);

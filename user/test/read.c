@@ -2353,10 +2353,70 @@ static int kernel_answers_then_line(void)
 	return back != 0;
 }
 
+/*
+ * REALTIME (and gettimeofday(), and TAI) after line readings, the line
+ * 50 us ahead of the kernel: leaving line mode does not take them back,
+ * though the kernel never stepped them.  Then the page's timekeeper says
+ * the wall clock was stepped back an hour (a settimeofday() the kernel's
+ * answer here does not show): the fallbacks follow the page's offset and
+ * lift nothing, the kernel's answer as it is.
+ */
+static int wall_fallback_not_behind(void)
+{
+	static const clockid_t wall[] = { CLOCK_REALTIME, CLOCK_TAI };
+	struct timespec line[2], ts;
+	struct timeval tv_line, tv;
+	int64_t before, after;
+	long back = 0, off = 0;
+	unsigned int c;
+
+	setenv("PVREAD_MAX_ERROR_NS", "100000", 1);
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	pause_ticker();
+	synthetic_line_shift(&page, 50000);
+	for (c = 0; c < 2; c++)
+		pvread_clock_gettime(wall[c], &line[c]);
+	pvread_gettimeofday(&tv_line, NULL);
+	synthetic_line_leave(&page);
+	for (c = 0; c < 2; c++) {
+		pvread_clock_gettime(wall[c], &ts);
+		printf("# clock %d: line %lld, then %lld (kernel %lld)\n",
+		       (int)wall[c], (long long)ns_of(&line[c]),
+		       (long long)ns_of(&ts), (long long)sys_ns(wall[c]));
+		back += ns_of(&ts) < ns_of(&line[c]);
+	}
+	pvread_gettimeofday(&tv, NULL);
+	back += tv.tv_sec * 1000000LL + tv.tv_usec <
+		tv_line.tv_sec * 1000000LL + tv_line.tv_usec;
+	/*
+	 * A live line 50 us ahead again, its bound above the tolerance (the
+	 * kernel answers, lifted to the line), and the clock stepped back an
+	 * hour, as the page's timekeeper says.
+	 */
+	synthetic_line_enter(&page, 0);
+	synthetic_line_shift(&page, 50000);
+	synthetic_write_begin(&page);
+	page.hdr->error_bound_ns = 200000;
+	page.hdr->tk.base[CLOCK_REALTIME].sec -= 3600;
+	page.hdr->tk.base[CLOCK_TAI].sec -= 3600;
+	synthetic_write_end(&page);
+	for (c = 0; c < 2; c++) {
+		before = sys_ns(wall[c]);
+		pvread_clock_gettime(wall[c], &ts);
+		after = sys_ns(wall[c]);
+		off += ns_of(&ts) < before || ns_of(&ts) > after;
+	}
+	resume_ticker();
+	printf("# line 50 us ahead, then mode none: %ld of 3 wall readings back; after a step back the kernel's answer, %ld of 2 outside its bracket\n",
+	       back, off);
+	return back || off;
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(46);
+	tap_plan(47);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -2400,6 +2460,7 @@ int main(void)
 	scenario("line: the first fallback after line readings is at the TSC it reads, not ahead of the line", line_first_fallback_now);
 	scenario("rdtsc trapped (PR_SET_TSC) and handled: the first fallback after line readings is not killed", fallback_with_rdtsc_trapped);
 	scenario("mode none, then a line behind the kernel: the first page reading not below the kernel's answers", kernel_answers_then_line);
+	scenario("REALTIME, TAI, gettimeofday after line readings: not back at a fallback; a step of the page's wall clock followed", wall_fallback_not_behind);
 	scenario("line: monotonic across threads while re-anchored", line_cross_thread);
 	scenario("line readings on some threads while others hold at the line: never back", holds_and_line_readings);
 	scenario("a line reading while another thread holds at the line: the seed, never back after", seed_while_holding);
