@@ -452,7 +452,10 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 		       gettime_slow(clock, ts);
 	r = try_read(p, fast, clock, &v, false);
 	if (unlikely(r != READ_OK))
-		return gettime_again(p, clock, ts, r);
+		return r == READ_NO_MODE ?
+		       pvread_slow_clock_gettime(p, clock, ts,
+						 PVREAD_SLOW_MODE) :
+		       gettime_again(p, clock, ts, r);
 	ts->tv_sec = v.sec;
 	ts->tv_nsec = (long)v.ns;
 	return likely(stands(p, clock, v)) ? 0 :

@@ -8,12 +8,18 @@
  * turns (10 ms, 51 times, by default), so that a noisy neighbour's moments
  * fall on every method alike.
  *
- *   pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s line]
+ *   pvread-bench [-t MS] [-r REPS] [-n RUNS] [-j THREADS] [-s line|none]
  *   pvread-bench -l N -v libc|pvread|syscall
  *
  * -s line reads a synthetic page built in memory (no module needed) in
  * line mode, the one fast mode of the page since its ABI version 3, kept
- * current by a thread ticking every 4 ms like the kernel's timekeeper.
+ * current by a thread ticking every 4 ms like the kernel's timekeeper;
+ * -s none, the same page in mode none (the kernel answers every read, as
+ * where the module is loaded but serves no line): what libpvread costs
+ * over libc there.  Without -s, the page of /dev/pvread if there is one,
+ * else none at all.  -n RUNS whole runs, one after the other: the figures
+ * are the median of their medians, and each run's median of the vDSO
+ * ratio is printed too.
  * -j runs one reader per CPU, all at once, and reports the mean of their
  * figures.  -l makes N reads of CLOCK_MONOTONIC, for counting system calls
  * from outside.
@@ -58,6 +64,8 @@ static const struct method methods[] = {
 #define VDSO (NR_METHODS - 2)
 #define SYSCALL (NR_METHODS - 1)
 #define MAX_REPS 1001
+#define MAX_RUNS 15
+#define PVREAD_MONO 2
 
 static int64_t now_ns(void)
 {
@@ -236,7 +244,7 @@ static int loop(long n, const char *via)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: pvread-bench [-t MS] [-r REPS] [-j THREADS] [-s line]\n"
+		"usage: pvread-bench [-t MS] [-r REPS] [-n RUNS] [-j THREADS] [-s line|none]\n"
 		"       pvread-bench -l N -v libc|pvread|syscall\n");
 	exit(2);
 }
@@ -244,18 +252,21 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static double samples[NR_METHODS][MAX_REPS];
+	static double run_min[NR_METHODS][MAX_RUNS], run_med[NR_METHODS][MAX_RUNS];
 	double min[NR_METHODS], med[NR_METHODS];
-	long ms = 10, reps = 51, n = 0, threads = 1;
+	long ms = 10, reps = 51, n = 0, threads = 1, runs = 3, k;
+	uint32_t mode = PVREAD_MODE_LINE;
 	const char *via = NULL, *synth = NULL;
 	static struct synthetic page;
 	struct pvread_info info;
 	unsigned int i, r;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "t:r:j:s:l:v:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:r:n:j:s:l:v:")) != -1) {
 		switch (opt) {
 		case 't': ms = atol(optarg); break;
 		case 'r': reps = atol(optarg); break;
+		case 'n': runs = atol(optarg); break;
 		case 'j': threads = atol(optarg); break;
 		case 's': synth = optarg; break;
 		case 'l': n = atol(optarg); break;
@@ -268,18 +279,21 @@ int main(int argc, char **argv)
 	if (via)
 		return loop(n ? n : 100000, via);
 	if (reps < 1 || reps > MAX_REPS || ms < 1 || threads < 1 ||
+	    runs < 1 || runs > MAX_RUNS ||
 	    threads > CPU_SETSIZE || threads > sysconf(_SC_NPROCESSORS_ONLN)) {
-		fprintf(stderr, "pvread-bench: 1 <= REPS <= %d, MS >= 1, 1 <= THREADS <= online CPUs\n",
-			MAX_REPS);
+		fprintf(stderr, "pvread-bench: 1 <= REPS <= %d, 1 <= RUNS <= %d, MS >= 1, 1 <= THREADS <= online CPUs\n",
+			MAX_REPS, MAX_RUNS);
 		return 2;
 	}
 	if (synth) {
-		if (strcmp(synth, "line")) {
-			fprintf(stderr, "pvread-bench: -s %s: the synthetic page is a line page (-s line); the page has no per-CPU or stable mode since its ABI version 3\n",
+		if (!strcmp(synth, "none")) {
+			mode = PVREAD_MODE_NONE;
+		} else if (strcmp(synth, "line")) {
+			fprintf(stderr, "pvread-bench: -s %s: the synthetic page is in line mode (-s line) or mode none (-s none); the page has no per-CPU or stable mode since its ABI version 3\n",
 				synth);
 			usage();
 		}
-		if (synthetic_init(&page, PVREAD_MODE_LINE) ||
+		if (synthetic_init(&page, mode) ||
 		    pvread_use_page(page.hdr, page.size) ||
 		    synthetic_start(&page, 4000)) {
 			perror("pvread-bench: synthetic page");
@@ -288,24 +302,40 @@ int main(int argc, char **argv)
 	}
 	have_rdtscp = cpu_has_rdtscp();
 	pvread_get_info(&info);
-	printf("page: %s, mode %u (%s), fast path %s; %ld thread%s, %ld ms x %ld\n",
+	printf("page: %s, mode %u (%s), fast path %s; %ld thread%s, %ld ms x %ld, %ld run%s; rdtscp %s\n",
 	       synth ? "synthetic" : info.mapped ? PVREAD_DEVICE : "none",
 	       info.mode, info.mode == PVREAD_MODE_LINE ? "line" :
 	       info.mode == PVREAD_MODE_NONE ? "none" : "unknown",
 	       info.fast ? "yes" : "no", threads, threads > 1 ? "s" : "", ms,
-	       reps);
+	       reps, runs, runs > 1 ? "s" : "",
+	       have_rdtscp ? "offered" : "not offered");
 
-	for (r = 0; r < reps; r++)
-		for (i = 0; i < NR_METHODS; i++)
-			if (methods[i].via != VIA_RDTSCP || have_rdtscp)
-				samples[i][r] = measure_parallel(&methods[i],
-								 ms, threads);
+	for (k = 0; k < runs; k++) {
+		for (r = 0; r < reps; r++)
+			for (i = 0; i < NR_METHODS; i++)
+				if (methods[i].via != VIA_RDTSCP || have_rdtscp)
+					samples[i][r] = measure_parallel(
+						&methods[i], ms, threads);
+		for (i = 0; i < NR_METHODS; i++) {
+			if (methods[i].via == VIA_RDTSCP && !have_rdtscp)
+				continue;
+			qsort(samples[i], reps, sizeof(double), cmp_double);
+			run_min[i][k] = samples[i][0];
+			run_med[i][k] = samples[i][reps / 2];
+		}
+		if (runs > 1)
+			printf("run %ld: pvread CLOCK_MONOTONIC median %.1f ns, the vDSO's %.1f (%.3fx)\n",
+			       k + 1, run_med[PVREAD_MONO][k], run_med[VDSO][k],
+			       run_med[PVREAD_MONO][k] / run_med[VDSO][k]);
+	}
+	/* The least of the minima; the median of the medians. */
 	for (i = 0; i < NR_METHODS; i++) {
 		if (methods[i].via == VIA_RDTSCP && !have_rdtscp)
 			continue;
-		qsort(samples[i], reps, sizeof(double), cmp_double);
-		min[i] = samples[i][0];
-		med[i] = samples[i][reps / 2];
+		qsort(run_min[i], runs, sizeof(double), cmp_double);
+		qsort(run_med[i], runs, sizeof(double), cmp_double);
+		min[i] = run_min[i][0];
+		med[i] = run_med[i][runs / 2];
 	}
 	/*
 	 * /vDSO min: the least batch's ratio, this host at its quietest;
