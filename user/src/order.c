@@ -356,10 +356,20 @@ static bool start_floor(struct process *p, clockid_t clock, uint32_t seen)
 	if (!atomic_compare_exchange_strong(seen_p, &seen, SEEN_HOLDING))
 		return false;
 	wait_out_readers();
-	if (!pvread_kernel_clock_gettime(clock, &k))
-		raise_floor(p, clock, ns_of(&k));
+	if (pvread_kernel_clock_gettime(clock, &k)) {
+		seen = SEEN_HOLDING;
+		atomic_compare_exchange_strong(seen_p, &seen, SEEN_FLOOR);
+		return true;
+	}
+	raise_floor(p, clock, ns_of(&k));
 	seen = SEEN_HOLDING;
 	atomic_compare_exchange_strong(seen_p, &seen, SEEN_FLOOR);
+	/*
+	 * A fallback meanwhile may have ended HOLDING, and a line reading
+	 * noted LINE under this floor: raised after, it re-checks.
+	 */
+	if (atomic_load(seen_p) == SEEN_LINE)
+		settle(p, clock, &k, false);
 	return true;
 }
 

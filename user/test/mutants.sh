@@ -66,7 +66,7 @@ MUTANTS=(
     "get-info-fills-0.4-fields|src/info.c|s{#define INFO_SIZE_0_2 offsetof\(struct pvread_info, disruptions\)}{#define INFO_SIZE_0_2 sizeof(struct pvread_info)}s"
     "vdso-not-used|src/kernel.c|s{vdso_sym\(base, \"__vdso_clock_gettime\"\)}{NULL}s"
     "hold-given-up-when-the-line-cannot-be-read|src/order.c|s{\t\t\t\} else \{\n\t\t\t\tapply_floor\(p, clock, ts\);\n\t\t\t\}}{\t\t\t\} else \{\n\t\t\t\tapply_floor(p, clock, ts);\n\t\t\t\tatomic_compare_exchange_strong(seen_p, &seen, SEEN_FLOOR);\n\t\t\t\}}s"
-    "kernel-answers-not-seeded|src/order.c|s{\tif \(!pvread_kernel_clock_gettime\(clock, &k\)\)\n\t\traise_floor}{\tif (0 \&\& !pvread_kernel_clock_gettime(clock, \&k))\n\t\traise_floor}s"
+    "kernel-answers-not-seeded|src/order.c|s{\traise_floor\(p, clock, ns_of\(&k\)\);}{\t;}s"
     "lift-ahead-of-the-tsc|src/order.c|s{\td = pvread_line_delta\(tsc, stamp\);}{\td = pvread_line_delta(tsc + 4096, stamp);}s"
     "wall-fallback-not-lifted|src/order.c|s{\t\t\t\t      memory_order_relaxed\) == SEEN_LINE\)\n\t\tnot_below_line\(p, clock, ts, false\);}{\t\t\t\t      memory_order_relaxed) == SEEN_LINE)\n\t\t;}s"
     "wall-lift-without-step|src/order.c|s{\t\tset_ts\(&line, sec, ns \+ \(uint64_t\)off\);}{\t\tset_ts(\&line, LOAD(l->base[clock].sec), ns + (LOAD(l->base[clock].snsec) >> 32) - (snsec >> 32));}s"
