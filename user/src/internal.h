@@ -445,7 +445,7 @@ PVREAD_HIDDEN bool pvread_read_fast(struct process *p, const clockid_t clock,
 				    enum pvread_slow_reason *why);
 
 /* order.c: floors, the hold at the line, the kernel's answer. */
-PVREAD_HIDDEN __attribute__((noinline, cold))
+PVREAD_HIDDEN __attribute__((noinline))
 int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
 			      struct timespec *ts, enum pvread_slow_reason why);
 PVREAD_HIDDEN __attribute__((noinline, cold))
