@@ -104,9 +104,10 @@ enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT };
  * line from readers of another.  Raised only, by order.c's raise_floor()
  * (a relaxed compare-and-swap loop), on the slow path: the kernel's
  * answers of those clocks once the process has returned page readings of
- * them, and the page's MONOTONIC_COARSE.  The fast path never reads the
- * floor of a fine clock: what it needs to know of it is in mode_seen
- * (below).
+ * them, and the page's MONOTONIC_COARSE; read relaxed (the fast path's
+ * stands(), order.c's apply_floor_below()).  Line readings only respect
+ * it: they never decrease across every reader, and raising it on every
+ * read would make every reader write one shared cache line.
  */
 struct floor {
 	_Atomic int64_t ns;
@@ -123,45 +124,50 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
  *                 from its start, costs what libc costs.  The first page
  *                 reading after them starts the floor at the kernel's
  *                 answer (after NEVER, at nothing).
- *   SEEN_FLOOR    the floor holds every reading returned: a line reading
- *                 below it is raised to it, on the slow path.
- *   SEEN_LINE     the floor is not above the line (at any TSC since this
- *                 was noted): a line reading stands as it is, and the fast
- *                 path returns it with one load of this word.  The floor
- *                 does not hold the line readings returned.
- *   SEEN_HOLDING  a thread is lifting the floor to the line (a fallback
- *                 after LINE), or making it hold the kernel's answers
- *                 before the first page reading (after KERNEL): line
- *                 readings and fallbacks take the kernel's answer lifted
- *                 fully to the line meanwhile.
+ *   SEEN_FLOOR    the floor holds every reading returned.
+ *   SEEN_LINE     line readings may have been returned since the floor
+ *                 last held them all: the next fallback holds at the line.
+ *   SEEN_HOLDING  one thread is making the floor hold what it does not:
+ *                 the line readings returned (after LINE), or the kernel's
+ *                 answers returned (after KERNEL).  Meanwhile line readings
+ *                 and fallbacks take the kernel's answer lifted fully to
+ *                 the line, and raise the floor to it.
  *
- * A kernel's answer notes KERNEL over NEVER, and is returned as it is only
- * where it sees NEVER or KERNEL after the kernel's read: a thread that
- * moves the word on (NEVER -> FLOOR by compare-and-swap, KERNEL ->
- * HOLDING) then finds the answers it must hold all read before.
+ * Every change by compare-and-swap (seq_cst), from the value the writer
+ * acted on:
+ *   NEVER -> KERNEL    a kernel's answer returned as it is; the load that
+ *                      decides so comes after the kernel's read
+ *   NEVER -> FLOOR     the first page reading, no kernel's answer before
+ *   FLOOR -> LINE      a line reading, at or above the floor or raised to
+ *                      it (order.c's line_reading())
+ *   LINE -> HOLDING    a fallback (order.c's settle()): it waits
+ *                      HOLD_MARGIN_TSC ticks, reads the kernel and the TSC
+ *                      then, lifts fully to the line, raises the floor,
+ *                      and notes FLOOR, or LINE again if it could not read
+ *                      the line (an update that does not complete: the
+ *                      next fallback holds instead)
+ *   KERNEL -> HOLDING  the first page reading after the kernel's answers
+ *                      (start_floor()): it waits as long, then raises the
+ *                      floor to the kernel's answer, and notes FLOOR
+ * Only the thread that made HOLDING ends it.  The wait: a reader that saw
+ * the word before it changed may have read its TSC (or the kernel's clock)
+ * that much later, out of order; never more (an interrupt or a VM exit in
+ * between is taken at an instruction boundary).  A line reading stands on
+ * the fast path only in LINE and at or above the floor (read.c's
+ * stands()), so a floor raised by another thread's fallback is respected
+ * at once, whatever the TSC the reading was taken at.
  *
- * The rules that keep "never below a reading returned" (order.c):
- *  - LINE is noted only by a thread holding a line reading at or above the
- *    floor (the line never decreases, so every later one is too), and
- *    that thread loads the floor again after noting it; a thread that
- *    raises the floor loads mode_seen again after.  Both with seq_cst
- *    read-modify-writes, so one of the two sees the other; who sees the
- *    other above the line takes LINE away again (LINE -> HOLDING ->
- *    FLOOR, lifting the floor to the line).
- *  - LINE -> HOLDING and KERNEL -> HOLDING are followed by a wait of
- *    HOLD_MARGIN_TSC ticks before the TSC or the kernel is read: a reader
- *    that saw the word before it changed may have read its TSC (or the
- *    kernel's clock) that much later, out of order, never more.
- *  - HOLDING -> FLOOR by any thread whose full lift succeeded, after it
- *    raised the floor; a lift that cannot read the line (an update that
- *    does not complete) leaves HOLDING, for the next fallback.
- * mode_seen[CLOCK_REALTIME] and [CLOCK_TAI], clocks the kernel steps and
- * that keep no floor: LINE once a line reading of them has been returned
- * (the fast path's stands() then returns the next ones with one load, as
- * for the steady clocks), from then on their fallbacks are lifted towards
- * the line (order.c's lift_wall()).
+ * mode_seen[CLOCK_MONOTONIC_COARSE]: NEVER, KERNEL, HOLDING while its
+ * first page reading starts the floor, then FLOOR; its readings stand
+ * only equal to the floor.  mode_seen[CLOCK_REALTIME] and [CLOCK_TAI],
+ * clocks the kernel steps and that keep no floor: LINE once a line reading
+ * of them has been returned (stands() returns the next ones with one
+ * load); from then on their fallbacks are lifted towards the line
+ * (order.c's lift_wall()).
+ *
  * No signal is blocked anywhere in this: a handler that reads the clock,
- * or one that never returns, finds a state every rule above covers.
+ * or one that never returns, finds a state every rule above covers (a
+ * HOLDING whose thread is gone leaves its clock to the kernel, lifted).
  * Written only when it changes, so it stays in every CPU's cache.
  */
 enum { SEEN_NEVER, SEEN_KERNEL, SEEN_FLOOR, SEEN_LINE, SEEN_HOLDING };

@@ -57,6 +57,23 @@ static void apply_floor(struct process *p, clockid_t clock,
 	}
 }
 
+/*
+ * A line reading *@ts at least the floor, which it does not raise: line
+ * readings never decrease across every reader, and a write to the floor
+ * on every read would make every reader write one shared cache line.
+ */
+static void apply_floor_below(struct process *p, clockid_t clock,
+			      struct timespec *ts)
+{
+	int64_t cur = atomic_load_explicit(&p->floors[clock].ns,
+					   memory_order_relaxed);
+
+	if (ns_of(ts) < cur) {
+		pvread_thread_stats.clamped++;
+		set_ns(ts, cur);
+	}
+}
+
 /* After a change of mode_seen that readers may have missed: see internal.h. */
 static void wait_out_readers(void)
 {
@@ -204,17 +221,19 @@ static bool not_below_line(struct process *p, clockid_t clock,
 }
 
 /*
- * *@ts, an answer for the steady @clock about to be returned (the
- * kernel's, or a line reading below the floor): lifted towards the line
- * and the floor raised to it, as mode_seen says, by internal.h's rules.
- * @lift: lift within the tolerance where the floor holds every reading
- * (a line reading needs none).
+ * *@ts, the kernel's answer for the steady @clock, about to be returned:
+ * as mode_seen says (internal.h).  Before any page reading, as it is
+ * (noting KERNEL).  After, lifted towards the line and the floor raised
+ * to it: fully where line readings may have been returned that the floor
+ * does not hold (LINE: the first fallback holds, LINE -> HOLDING -> FLOOR;
+ * HOLDING: another thread holds), else within the tolerance (FLOOR).
  */
-static void settle(struct process *p, clockid_t clock, struct timespec *ts,
-		   bool lift)
+static void settle(struct process *p, clockid_t clock, struct timespec *ts)
 {
 	_Atomic uint32_t *seen_p = &p->mode_seen[clock];
 	uint32_t seen = atomic_load(seen_p);
+	struct timespec k;
+	bool held;
 
 	for (;;) {
 		switch (seen) {
@@ -222,36 +241,34 @@ static void settle(struct process *p, clockid_t clock, struct timespec *ts,
 			if (!atomic_compare_exchange_strong(seen_p, &seen,
 							    SEEN_KERNEL))
 				continue;
-			/* fall through */
+			return;
 		case SEEN_KERNEL:
 			return;
 		case SEEN_LINE:
+			/* Lose the race, and the winner holds: lift fully. */
 			if (!atomic_compare_exchange_strong(seen_p, &seen,
 							    SEEN_HOLDING))
 				continue;
+			/*
+			 * Won: the answer at the TSC after the readers that
+			 * saw LINE are waited out, the kernel's then too.
+			 */
 			wait_out_readers();
-			/* fall through */
-		case SEEN_HOLDING:
-			seen = SEEN_HOLDING;
-			if (not_below_line(p, clock, ts, true)) {
-				apply_floor(p, clock, ts);
-				atomic_compare_exchange_strong(seen_p, &seen,
-							       SEEN_FLOOR);
-			} else {
-				apply_floor(p, clock, ts);
-			}
-			break;
-		default:
-			if (lift)
-				not_below_line(p, clock, ts, false);
+			if (!pvread_kernel_clock_gettime(clock, &k) &&
+			    ns_of(&k) > ns_of(ts))
+				*ts = k;
+			held = not_below_line(p, clock, ts, true);
 			apply_floor(p, clock, ts);
-			break;
-		}
-		/* Raised: LINE noted since takes it back (internal.h). */
-		seen = atomic_load(seen_p);
-		if (seen != SEEN_LINE)
+			/* Not held: the next fallback holds instead. */
+			seen = SEEN_HOLDING;
+			atomic_compare_exchange_strong(seen_p, &seen, held ?
+						       SEEN_FLOOR : SEEN_LINE);
 			return;
-		lift = false;
+		default:
+			not_below_line(p, clock, ts, seen == SEEN_HOLDING);
+			apply_floor(p, clock, ts);
+			return;
+		}
 	}
 }
 
@@ -262,19 +279,24 @@ static void settle(struct process *p, clockid_t clock, struct timespec *ts,
  * where the page's has been: the kernel's tick can be newer than the
  * page's (its vDSO data is written before the module's notifier runs),
  * and a line reading held only at the page's MONOTONIC_COARSE could be
- * below this answer.
+ * below this answer.  Where no page reading of MONOTONIC was returned,
+ * KERNEL noted there does that: its first page reading starts the floor
+ * at the kernel's MONOTONIC, above this.
  */
 static void settle_coarse(struct process *p, struct timespec *ts)
 {
-	struct timespec mono = *ts;
-
-	_Atomic uint32_t *seen_p = &p->mode_seen[CLOCK_MONOTONIC_COARSE];
+	_Atomic uint32_t *seen_p;
 	uint32_t seen = SEEN_NEVER;
 
+	seen_p = &p->mode_seen[CLOCK_MONOTONIC_COARSE];
 	if (!atomic_compare_exchange_strong(seen_p, &seen, SEEN_KERNEL) &&
 	    seen != SEEN_KERNEL)
 		apply_floor(p, CLOCK_MONOTONIC_COARSE, ts);
-	settle(p, CLOCK_MONOTONIC, &mono, false);
+	seen_p = &p->mode_seen[CLOCK_MONOTONIC];
+	seen = SEEN_NEVER;
+	if (!atomic_compare_exchange_strong(seen_p, &seen, SEEN_KERNEL) &&
+	    seen != SEEN_KERNEL)
+		raise_floor(p, CLOCK_MONOTONIC, ns_of(ts));
 }
 
 /*
@@ -314,7 +336,7 @@ void settle_answer(struct process *p, clockid_t clock, struct timespec *ts)
 	else if (clock == CLOCK_MONOTONIC_COARSE)
 		settle_coarse(p, ts);
 	else
-		settle(p, clock, ts, true);
+		settle(p, clock, ts);
 }
 
 /* Not cold: where the page is absent or in mode none, every read's. */
@@ -354,9 +376,10 @@ int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
  * The first page reading of @clock this process returns (mode_seen
  * @seen, NEVER or KERNEL): from now on the floor must hold the kernel's
  * answers, and after KERNEL those returned before (no floor kept them)
- * too: once the readers that saw KERNEL are waited out, the kernel's
- * answer raises the floor.  False if another thread changed mode_seen
- * first.
+ * too: HOLDING while the readers that saw KERNEL are waited out and the
+ * kernel's answer raises the floor (others meanwhile take the kernel's
+ * answer, lifted fully), then FLOOR, by this thread alone.  False if
+ * another thread changed mode_seen first.
  */
 static bool start_floor(struct process *p, clockid_t clock, uint32_t seen)
 {
@@ -369,35 +392,23 @@ static bool start_floor(struct process *p, clockid_t clock, uint32_t seen)
 	if (!atomic_compare_exchange_strong(seen_p, &seen, SEEN_HOLDING))
 		return false;
 	wait_out_readers();
-	if (pvread_kernel_clock_gettime(clock, &k)) {
-		seen = SEEN_HOLDING;
-		atomic_compare_exchange_strong(seen_p, &seen, SEEN_FLOOR);
-		return true;
-	}
-	raise_floor(p, clock, ns_of(&k));
+	if (!pvread_kernel_clock_gettime(clock, &k))
+		raise_floor(p, clock, ns_of(&k));
 	seen = SEEN_HOLDING;
 	atomic_compare_exchange_strong(seen_p, &seen, SEEN_FLOOR);
-	/*
-	 * A fallback meanwhile may have ended HOLDING, and a line reading
-	 * noted LINE under this floor: raised after, it re-checks.
-	 */
-	if (atomic_load(seen_p) == SEEN_LINE)
-		settle(p, clock, &k, false);
 	return true;
 }
 
 /*
- * A line reading *@ts of the steady @clock, outside LINE: at or above the
- * floor, it stands, and LINE is noted so that the next ones stand on the
- * fast path; below it, the floor (the line has not caught up with a
- * fallback yet: this clock stays on the slow path until it does).
+ * A line reading *@ts of the steady @clock that did not stand: outside
+ * LINE, or below the floor.  LINE is noted (the next fallback holds at the
+ * line), and the reading is raised to the floor if it is below.
  */
 static int line_reading(struct process *p, clockid_t clock,
 			struct timespec *ts)
 {
 	_Atomic uint32_t *seen_p = &p->mode_seen[clock];
 	uint32_t seen = atomic_load(seen_p);
-	int64_t v = ns_of(ts);
 
 	for (;;) {
 		switch (seen) {
@@ -410,33 +421,24 @@ static int line_reading(struct process *p, clockid_t clock,
 			continue;
 		case SEEN_HOLDING:
 			/*
-			 * The floor may not hold the line readings returned
-			 * yet: a line reading returned now could be above a
-			 * fallback's answer unseen.  The kernel's, lifted
-			 * fully, instead.
+			 * The holder may not have raised the floor yet: a
+			 * line reading returned now could be above it unseen.
+			 * The kernel's, lifted fully, instead.
 			 */
 			return pvread_slow_clock_gettime(p, clock, ts,
 							 PVREAD_SLOW_SEED);
 		case SEEN_FLOOR:
-			if (v < atomic_load(&p->floors[clock].ns))
-				break;
 			if (!atomic_compare_exchange_strong(seen_p, &seen,
 							    SEEN_LINE))
 				continue;
-			/* Noted: the floor again (internal.h). */
-			if (v < atomic_load(&p->floors[clock].ns)) {
-				apply_floor(p, clock, ts);
-				settle(p, clock, ts, false);
-			}
-			return 0;
+			break;
 		default:
-			/* LINE noted by another thread since the fast path looked. */
 			break;
 		}
-		/* Below the floor: this reading was taken before it was raised. */
-		apply_floor(p, clock, ts);
-		return 0;
+		break;
 	}
+	apply_floor_below(p, clock, ts);
+	return 0;
 }
 
 /*

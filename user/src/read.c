@@ -380,24 +380,38 @@ slow:
 
 /*
  * Does the page's reading @v stand as it is?  For the steady clocks, while
- * mode_seen says LINE: the floor is not above the line (internal.h), one
- * load that does not wait for the line's product.  For MONOTONIC_COARSE,
- * while its floor is not below it either (the slow path raises it, once a
- * tick).  Loads only: every write is the slow path's.
+ * this process's floor holds every reading returned (mode_seen LINE since
+ * the last fallback) and is not above it; for MONOTONIC_COARSE, while its
+ * floor is not below it either (the slow path raises it, once a tick); for
+ * REALTIME and TAI, once one was noted (their fallbacks are lifted from
+ * then on).  Loads only: every write is the slow path's.
  */
 static ALWAYS_INLINE bool stands(const struct process *p, clockid_t clock,
 				 struct reading v)
 {
-	if (clock_in(CLOCKS_NOTED, clock))
-		return likely(atomic_load_explicit(&p->mode_seen[clock],
-						   memory_order_relaxed) ==
-			      SEEN_LINE);
-	if (clock != CLOCK_MONOTONIC_COARSE)
+	/*
+	 * The reading's nanoseconds against the floor less its seconds, which
+	 * do not wait for the line's product: one comparison after it.
+	 * Unsigned: a page no module wrote may make it wrap, never UB.
+	 */
+	uint64_t sec_ns = (uint64_t)v.sec * NSEC_PER_SEC;
+	int64_t floor;
+
+	if (clock_in(CLOCKS_NOTED, clock)) {
+		if (unlikely(atomic_load_explicit(&p->mode_seen[clock],
+						  memory_order_acquire) !=
+			     SEEN_LINE))
+			return false;
+		if (!clock_in(CLOCKS_STEADY, clock))
+			return true;
+	} else if (clock != CLOCK_MONOTONIC_COARSE) {
 		return true;
-	/* Unsigned: a page no module wrote may make it wrap, never UB. */
-	return (uint64_t)v.sec * NSEC_PER_SEC + v.ns ==
-	       (uint64_t)atomic_load_explicit(&p->floors[clock].ns,
-					      memory_order_relaxed);
+	}
+	floor = atomic_load_explicit(&p->floors[clock].ns,
+				     memory_order_relaxed);
+	floor = (int64_t)((uint64_t)floor - sec_ns);
+	return clock == CLOCK_MONOTONIC_COARSE ? (int64_t)v.ns == floor :
+						 (int64_t)v.ns >= floor;
 }
 
 /*
