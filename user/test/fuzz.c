@@ -25,7 +25,6 @@ static void forget_everything(void)
 
 	if (p)
 		memset(p, 0, sizeof(*p));
-	atomic_store(&adopted_page, NULL);
 	memset(&pvread_thread_stats, 0, sizeof(pvread_thread_stats));
 }
 
