@@ -472,12 +472,20 @@ static void at_exit(void *arg)
 
 static void keep_or_not(void)
 {
+	/*
+	 * The global scope's (RTLD_DEFAULT would search this copy's own
+	 * local scope too: it is the caller's).
+	 */
+	void *global = dlopen(NULL, RTLD_NOW);
+	void *f = global ? dlsym(global, "pvread_clock_gettime") : NULL;
 	Dl_info mine, theirs;
-	void *f = dlsym(RTLD_DEFAULT, "pvread_clock_gettime");
 
-	kept_to_exit = !f || !dladdr(f, &theirs) ||
-		       !dladdr((void *)keep_or_not, &mine) ||
-		       theirs.dli_fbase == mine.dli_fbase;
+	/* Not found: RTLD_LOCAL.  Not told where: kept, to be safe. */
+	kept_to_exit = f && (!dladdr(f, &theirs) ||
+			     !dladdr((void *)keep_or_not, &mine) ||
+			     theirs.dli_fbase == mine.dli_fbase);
+	if (global)
+		dlclose(global);
 	__cxa_atexit(at_exit, NULL, &__dso_handle);
 }
 
