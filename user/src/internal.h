@@ -191,21 +191,24 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
  *   - A child can be in another time namespace than its parent only if
  *     the parent called unshare(CLONE_NEWTIME) (or made it with clone3()
  *     and CLONE_NEWTIME), perhaps after it read its offsets.  The kernel's
- *     CLOCK_MONOTONIC_COARSE (the vDSO's, namespaced, no system call) is
- *     compared with the page's plus the inherited monotonic offset, both
- *     taken at one tick (the kernel's and the page's REALTIME_COARSE, which
- *     no namespace shifts, equal on both sides of it): equal, the
- *     monotonic offset is the child's, and CLOCK_MONOTONIC, _RAW and
- *     _COARSE are read from the page again.  Not at one tick (the page not
- *     yet updated for the kernel's last tick), the kernel answers and the
- *     next slow call checks again.
+ *     CLOCK_MONOTONIC_COARSE less its REALTIME_COARSE (the vDSO's, no
+ *     system call; namespaced, and no namespace shifts REALTIME), at one
+ *     tick, is compared with the same difference in the page, at one
+ *     update, plus the inherited monotonic offset: equal, however old the
+ *     page, the offset is the child's, and CLOCK_MONOTONIC, _RAW and
+ *     _COARSE are read from the page again.  Not at one tick (the
+ *     kernel's REALTIME_COARSE changed across the reads) or a page update
+ *     in progress: the kernel answers, and the next slow call checks
+ *     again.
  *   - CLOCK_BOOTTIME's offset cannot be checked so (no coarse BOOTTIME):
  *     in a forked child it is the kernel's, unless the kernel has no time
  *     namespaces at all.
  *   - Where the check finds another namespace, or the parent's offsets
  *     were its children's already (it had unshared before it read them),
  *     the process uses time namespaces itself: the child reads its offsets
- *     from /proc, as a first mapping does (system calls).
+ *     from /proc, as a first mapping does (system calls).  So does one
+ *     whose wall clock was stepped (clock_settime()) between the page's
+ *     last update and the check: with the module, a few microseconds.
  *
  * A child sharing memory (vfork(), CLONE_VM) is always in its parent's
  * time namespace (the kernel refuses to make it in another) and shares

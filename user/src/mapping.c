@@ -631,18 +631,22 @@ void pvread_map_now(void)
 
 /*
  * 1: this process's monotonic offset is the one map.ns holds; -1: it is
- * not; 0: cannot tell now.  The kernel's MONOTONIC_COARSE and the page's
- * plus that offset, at one tick: the kernel's REALTIME_COARSE the same
- * before and after it, and the page's.  No system call where the kernel
- * has a vDSO (it serves the coarse clocks in every clocksource mode).
+ * not (or the wall clock was stepped since the page's last update); 0:
+ * cannot tell now.  MONOTONIC_COARSE less REALTIME_COARSE (the kernel's
+ * wall_to_monotonic, plus a namespace's monotonic offset: no namespace
+ * shifts REALTIME), the kernel's at one tick (its REALTIME_COARSE the same
+ * before and after) against the page's at one update plus the offset:
+ * exactly equal in the same namespace, however old the page.  No system
+ * call where the kernel has a vDSO, which serves the coarse clocks in
+ * every clocksource mode.
  */
 static int monotonic_offset_agrees(const struct process *p)
 {
 	const struct pvread_header *h = p->map.hdr;
 	const struct pvread_clock_base *pm = &h->tk.base[CLOCK_MONOTONIC_COARSE];
 	const struct pvread_clock_base *pr = &h->tk.base[CLOCK_REALTIME_COARSE];
-	uint64_t msec, mns, rsec, rns;
-	struct timespec r1, m, r2, want;
+	uint64_t msec, mns, rsec, rns, kernel, page;
+	struct timespec r1, m, r2;
 	uint32_t seq;
 
 	seq = LOAD(h->seq);
@@ -651,21 +655,21 @@ static int monotonic_offset_agrees(const struct process *p)
 	mns = LOAD(pm->snsec);
 	rsec = LOAD(pr->sec);
 	rns = LOAD(pr->snsec);
-	if (pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r1) ||
-	    pvread_kernel_clock_gettime(CLOCK_MONOTONIC_COARSE, &m) ||
-	    pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r2))
-		return 0;
 	RMB();
 	if ((seq & 1) || LOAD(h->seq) != seq)
 		return 0;
-	if (r1.tv_sec != r2.tv_sec || r1.tv_nsec != r2.tv_nsec ||
-	    (uint64_t)r1.tv_sec != rsec || (uint64_t)r1.tv_nsec != rns)
+	if (pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r1) ||
+	    pvread_kernel_clock_gettime(CLOCK_MONOTONIC_COARSE, &m) ||
+	    pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r2) ||
+	    r1.tv_sec != r2.tv_sec || r1.tv_nsec != r2.tv_nsec)
 		return 0;
-	if (mns >= NSEC_PER_SEC || msec > KTIME_SEC_MAX)
-		return 0;
-	set_ts(&want, (int64_t)msec + p->map.ns.sec[CLOCK_MONOTONIC_COARSE],
-	       mns + (uint64_t)p->map.ns.nsec[CLOCK_MONOTONIC_COARSE]);
-	return want.tv_sec == m.tv_sec && want.tv_nsec == m.tv_nsec ? 1 : -1;
+	/* Unsigned: a page no module wrote gives a mismatch, never UB. */
+	kernel = (uint64_t)ns_of(&m) - (uint64_t)ns_of(&r1);
+	page = msec * NSEC_PER_SEC + mns +
+	       (uint64_t)p->map.ns.sec[CLOCK_MONOTONIC_COARSE] * NSEC_PER_SEC +
+	       (uint64_t)p->map.ns.nsec[CLOCK_MONOTONIC_COARSE] -
+	       (rsec * NSEC_PER_SEC + rns);
+	return kernel == page ? 1 : -1;
 }
 
 /*
