@@ -248,6 +248,57 @@ static int wipe_refused_child(void)
 	return bad || !WIFEXITED(status) || WEXITSTATUS(status);
 }
 
+/*
+ * A child of fork() in a namespace whose monotonic offset is its parent's
+ * (0) and whose boottime offset is not: the child's check of the
+ * monotonic offset passes, and cannot vouch for BOOTTIME's, which must be
+ * the kernel's.
+ */
+static int boottime_only_namespace(void)
+{
+	static const char offsets[] = "monotonic 0 0\nboottime 3600 0\n";
+	static const clockid_t shifted[] = { CLOCK_MONOTONIC,
+		CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME };
+	unsigned int i;
+	int fd, status;
+	long bad = 0;
+	pid_t pid;
+
+	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
+	    pvread_use_page(page.hdr, page.size))
+		return 1;
+	synthetic_tick(&page);
+	for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+		bad += bracketed(shifted[i], 100);
+	if (unshare(CLONE_NEWTIME))
+		return skip(errno == EPERM ? "unshare(CLONE_NEWTIME): not permitted (needs CAP_SYS_ADMIN)" :
+			    "unshare(CLONE_NEWTIME): no time namespaces in this kernel");
+	fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0 || write(fd, offsets, sizeof(offsets) - 1) !=
+		      (ssize_t)sizeof(offsets) - 1) {
+		printf("# /proc/self/timens_offsets: %s\n", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	synthetic_tick(&page);
+	pid = fork();
+	if (pid == 0) {
+		struct pvread_stats a, b;
+		long bb = 0;
+
+		pvread_get_stats_size(&a, sizeof(a));
+		for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+			bb += bracketed(shifted[i], 100);
+		pvread_get_stats_size(&b, sizeof(b));
+		printf("# in the child: %llu fallbacks for \"timens\" in 300 reads\n",
+		       (unsigned long long)(b.slow_by_reason[PVREAD_SLOW_TIMENS] -
+					    a.slow_by_reason[PVREAD_SLOW_TIMENS]));
+		_exit(bb != 0);
+	}
+	waitpid(pid, &status, 0);
+	return bad || !WIFEXITED(status) || WEXITSTATUS(status);
+}
+
 /* madvise() fails with EPERM, every other call is allowed. */
 static int refuse_madvise(void)
 {
@@ -475,9 +526,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	libpvread_so = argv[1];
-	tap_plan(4);
+	tap_plan(5);
 	scenario("MADV_WIPEONFORK refused: a child forked after unshare(CLONE_NEWTIME) reads its own namespace's clocks",
 		 wipe_refused);
+	scenario("a child in a namespace that shifts BOOTTIME alone: its monotonic offset checked, BOOTTIME the kernel's",
+		 boottime_only_namespace);
 	scenario("EMFILE at the first call: the kernel answers, a later call maps (not at once, not never)",
 		 transient_error);
 	scenario("ENOENT at the first call: final, no second open", definite_absence);
