@@ -656,7 +656,8 @@ static int monotonic_offset_agrees(const struct process *p)
 	rsec = LOAD(pr->sec);
 	rns = LOAD(pr->snsec);
 	RMB();
-	if ((seq & 1) || LOAD(h->seq) != seq)
+	/* No timekeeper written yet: nothing to compare with. */
+	if ((seq & 1) || LOAD(h->seq) != seq || (!rsec && !rns))
 		return 0;
 	if (pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r1) ||
 	    pvread_kernel_clock_gettime(CLOCK_MONOTONIC_COARSE, &m) ||
