@@ -18,7 +18,7 @@
 #include "../src/order.c"
 #include "../src/info.c"
 
-/* A fresh process: what the kernel gives a child (MADV_WIPEONFORK). */
+/* A fresh process state, as a new process makes. */
 static void forget_everything(void)
 {
 	struct process *p = atomic_load(&pvread_process);
