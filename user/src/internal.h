@@ -4,8 +4,10 @@
  * the rules of each of its fields (who writes it, when, with which memory
  * order), and the helpers more than one file inlines.  Read in this order:
  *
- *   mapping.c  the process page, the first call's mapping of the device,
- *              pvread_use_page(), the tolerance, the time namespace offsets
+ *   mapping.c  the process state and the rendezvous of the library's
+ *              copies, the first call's mapping of the device (the shim's
+ *              constructor's), pvread_use_page(), the tolerance, the time
+ *              namespace offsets and a child's check of them
  *   read.c     the read path: one attempt at the page (try_read()), the fast
  *              entry pvread_clock_gettime() and its slow path
  *   order.c    what never goes back: floors, the hold at the line, the
