@@ -163,6 +163,22 @@ static void *reader(void *arg)
 }
 
 /*
+ * exit() flushes the stdio streams after every destructor has run: a
+ * stream whose write takes a while holds the process there, so that a
+ * state a destructor gave back would be read, unmapped, by the other
+ * threads meanwhile.
+ */
+static ssize_t slow_write(void *cookie, const char *buf, size_t len)
+{
+	struct timespec pause = { 0, 50 * 1000 * 1000 };
+
+	(void)cookie;
+	(void)buf;
+	nanosleep(&pause, NULL);
+	return (ssize_t)len;
+}
+
+/*
  * exit() while another thread reads through a copy still loaded: the
  * copy's destructor runs, and must leave the state alone.
  */
@@ -183,6 +199,7 @@ static void exit_while_reading(const char *lib, const char *dir)
 		struct timespec pause = { 0, 20 * 1000 * 1000 };
 		gettime_fn gettime;
 		pthread_t t[2];
+		FILE *linger;
 
 		if (!h)
 			_exit(3);
@@ -190,6 +207,10 @@ static void exit_while_reading(const char *lib, const char *dir)
 		pthread_create(&t[0], NULL, reader, (void *)(uintptr_t)gettime);
 		pthread_create(&t[1], NULL, reader, (void *)(uintptr_t)gettime);
 		nanosleep(&pause, NULL);
+		linger = fopencookie(NULL, "w", (cookie_io_functions_t){
+					     .write = slow_write });
+		if (linger)
+			fputc('x', linger);	/* flushed at exit */
 		exit(0);
 	}
 	waitpid(pid, &status, 0);
@@ -211,9 +232,10 @@ int main(int argc, char **argv)
 	tap_plan(4);
 	if (!mkdtemp(dir))
 		return 1;
+	/* Before any copy is loaded here: the child's copy is the only one. */
+	exit_while_reading(argv[1], dir);
 	dlclose_gives_back(argv[1], dir);
 	two_copies_one_state(argv[1], dir);
-	exit_while_reading(argv[1], dir);
 	for (i = 0; i < COPIES; i++) {
 		int (*gettime)(clockid_t, struct timespec *);
 		struct timespec ts;
