@@ -121,7 +121,7 @@ static bool not_below_line(struct process *p, clockid_t clock,
 	int tries;
 
 	/* Shifted clocks are never read from the page then: nothing to hold. */
-	if (!wall && m->ns.unknown)
+	if (timens_unknown(p, clock))
 		return true;
 	for (tries = 0; tries < MAX_TRIES;) {
 		seq = LOAD(h->seq);

@@ -26,28 +26,18 @@
 __thread struct pvread_stats pvread_thread_stats;
 
 /*
- * An update did not complete within MAX_WAIT_TSC: remember the header's
- * seq if it is odd, and every record that is, so that later reads fall
- * back at once while they stay so.
+ * The header's update did not complete within MAX_WAIT_TSC: remember its
+ * seq if it is odd, so that later reads fall back at once while it stays
+ * so.  Not the records: one odd now is in an update of its own, which no
+ * wait for it ran out on (info.c remembers a record its own wait gave up
+ * on).
  */
 __attribute__((cold)) void pvread_remember_stuck(struct process *p)
 {
-	const struct mapping *m = &p->map;
-	uint32_t seq = LOAD(m->hdr->seq), cpu, version;
+	uint32_t seq = LOAD(p->map.hdr->seq);
 
 	if (seq & 1)
 		atomic_store_explicit(&p->stuck_seq, seq, memory_order_relaxed);
-	for (cpu = 0; m->records && cpu < m->nr_records; cpu++) {
-		const struct pvread_record *r = (const void *)
-			(m->records + (size_t)cpu * m->stride);
-
-		version = LOAD(r->pvclock.version);
-		if (version & 1)
-			atomic_store_explicit(
-				&p->stuck_record[cpu % NR_STUCK_RECORDS],
-				(uint64_t)cpu << 32 | version,
-				memory_order_relaxed);
-	}
 }
 
 static inline bool is_mirrored(clockid_t clock)
@@ -335,7 +325,7 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 	struct reading v;
 
 	/* The fast path leaves these out (fast_clocks): say why here. */
-	if (timens_shifts(clock) && unlikely(p->map.ns.unknown))
+	if (timens_shifts(clock) && unlikely(timens_unknown(p, clock)))
 		return pvread_try_again(p, r, &a, why);
 	while (unlikely((r = try_read(p, fast, clock, &v, true)) != READ_OK))
 		if (!pvread_try_again(p, r, &a, why))
