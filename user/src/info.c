@@ -34,7 +34,7 @@ static inline bool record_stuck(struct process *p, uint32_t cpu,
 /*
  * A wait for record @cpu's update to @version (odd) ran out: later calls
  * give up on it at once while it says the same.  Only this record: the
- * header's wait remembers the header (read.c's pvread_remember_stuck()),
+ * header's wait remembers the header (internal.h's pvread_remember_stuck()),
  * and a record odd at that moment is in an update of its own.
  */
 static void remember_stuck_record(struct process *p, uint32_t cpu,

@@ -9,7 +9,9 @@
  *              constructor's), pvread_use_page(), the tolerance, the time
  *              namespace offsets and a child's check of them
  *   read.c     the read path: one attempt at the page (try_read()), the fast
- *              entry pvread_clock_gettime() and its slow path
+ *              entry pvread_clock_gettime() and its slow path; it calls
+ *              order.c where a reading does not stand or the kernel must
+ *              answer, and order.c calls nothing of it
  *   order.c    what never goes back: floors, the hold at the line, the
  *              kernel's answer (pvread_slow_clock_gettime())
  *   info.c     introspection: pvread_get_info(), _record(), _stats(),
@@ -344,7 +346,8 @@ PVREAD_HIDDEN extern struct process *_Atomic pvread_process;
  * retries in read.c, the kernel's answers, floors and lifts in order.c),
  * read by the same thread's pvread_get_stats() (info.c): the default TLS
  * model, which a library loaded by dlopen() may use (the initial-exec one
- * takes from a reserve glibc sizes at start).  Defined in read.c.
+ * takes from a reserve glibc sizes at start).  Defined in mapping.c, with the
+ * rest of the state; TLS descriptors in the shared objects.
  */
 PVREAD_HIDDEN extern __thread struct pvread_stats pvread_thread_stats;
 
@@ -567,9 +570,22 @@ static inline bool timens_unknown(const struct process *p, clockid_t clock)
 					      memory_order_acquire), clock);
 }
 
+/*
+ * The header's update did not complete within MAX_WAIT_TSC: remember its
+ * seq if it is odd, so that later reads fall back at once while it stays
+ * so.  Not the records: one odd now is in an update of its own, which no
+ * wait for it ran out on (info.c remembers a record its own wait gave up
+ * on).
+ */
+static inline __attribute__((cold)) void pvread_remember_stuck(struct process *p)
+{
+	uint32_t seq = LOAD(p->map.hdr->seq);
+
+	if (seq & 1)
+		atomic_store_explicit(&p->stuck_seq, seq, memory_order_relaxed);
+}
+
 /* read.c: the retries, and the page's answer for the slow path. */
-PVREAD_HIDDEN __attribute__((cold))
-void pvread_remember_stuck(struct process *p);
 PVREAD_HIDDEN __attribute__((noinline, cold))
 bool pvread_try_again(struct process *p, enum read_result r,
 		      struct attempts *a, enum pvread_slow_reason *why);

@@ -40,6 +40,9 @@
 /* This process's state: see internal.h. */
 struct process *_Atomic pvread_process;
 
+/* How reads were answered, per thread: see internal.h. */
+__thread struct pvread_stats pvread_thread_stats;
+
 /*
  * PVREAD_MAX_ERROR_NS: decimal digits only, at most 2^64 - 1.  Anything
  * else (a sign, a space, hex, an overflow) is a mistake: the default

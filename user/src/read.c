@@ -22,24 +22,6 @@
 #include "arith.h"
 #include "internal.h"
 
-/* How reads were answered, per thread: see internal.h. */
-__thread struct pvread_stats pvread_thread_stats;
-
-/*
- * The header's update did not complete within MAX_WAIT_TSC: remember its
- * seq if it is odd, so that later reads fall back at once while it stays
- * so.  Not the records: one odd now is in an update of its own, which no
- * wait for it ran out on (info.c remembers a record its own wait gave up
- * on).
- */
-__attribute__((cold)) void pvread_remember_stuck(struct process *p)
-{
-	uint32_t seq = LOAD(p->map.hdr->seq);
-
-	if (seq & 1)
-		atomic_store_explicit(&p->stuck_seq, seq, memory_order_relaxed);
-}
-
 static inline bool is_mirrored(clockid_t clock)
 {
 	switch (clock) {
