@@ -431,11 +431,17 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 	    unlikely(!ts))
 		return gettime_slow(clock, ts);
 	fast = atomic_load_explicit(&p->fast_clocks, memory_order_acquire);
-	if (unlikely(!clock_in(fast, clock)))
-		return likely(fast & FAST_KERNEL) ?
-		       pvread_slow_clock_gettime(p, clock, ts,
-						 PVREAD_SLOW_NO_PAGE) :
-		       gettime_slow(clock, ts);
+	if (unlikely(!clock_in(fast, clock))) {
+		if (unlikely(!(fast & FAST_KERNEL)))
+			return gettime_slow(clock, ts);
+		/*
+		 * No page, for good: no reading of it can come, so nothing
+		 * to hold; the kernel's answer, counted, by a tail call.
+		 */
+		pvread_thread_stats.slow++;
+		pvread_thread_stats.slow_by_reason[PVREAD_SLOW_NO_PAGE]++;
+		return pvread_kernel_clock_gettime(clock, ts);
+	}
 	r = try_read(p, fast, clock, &v, false);
 	if (unlikely(r != READ_OK))
 		return r == READ_NO_MODE ?
