@@ -192,6 +192,7 @@ struct outcome {
 	int parent_read;	/* 1: its own reads passed */
 	int forked;		/* 1: its child's status below */
 	int child_status;
+	int fallbacks_read;	/* 1: its fallbacks after line readings passed */
 };
 
 /* The confined program: never returns. */
@@ -245,6 +246,21 @@ static void program(struct outcome *o)
 		o->child_status = status;
 		o->forked = 1;
 	}
+	if (use_pvread) {
+		/*
+		 * Line readings returned, then the page leaves line mode:
+		 * each clock's first fallback holds at the line (a fallback
+		 * that blocked signals there made rt_sigprocmask calls).
+		 */
+		synthetic_line_leave(&page);
+		count(&s0, &n0);
+		bad = read_all(reads, SLACK_NS);
+		count(&s1, &n1);
+		printf("# after line mode: %ld readings outside the system calls, %llu fallbacks\n",
+		       bad, (unsigned long long)(s1 - s0));
+		fflush(stdout);
+		o->fallbacks_read = bad == 0 && s1 > s0;
+	}
 	leave(0);
 }
 
@@ -265,7 +281,7 @@ int main(int argc, char **argv)
 	use_pvread = argc > 1 && !strcmp(argv[1], "page");
 	/* stdout's buffer now: malloc() may need mmap() later. */
 	setvbuf(stdout, out, _IOLBF, sizeof(out));
-	tap_plan(3);
+	tap_plan(4);
 	o = mmap(NULL, sizeof(*o), PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (o == MAP_FAILED)
@@ -290,5 +306,8 @@ int main(int argc, char **argv)
 		   !WEXITSTATUS(o->child_status),
 		   "the child's reads: from the page but BOOTTIME's%s",
 		   use_pvread ? "" : " # SKIP no page: the kernel answers");
+	tap_result(!use_pvread || o->fallbacks_read,
+		   "the page leaves line mode after line readings: the fallbacks under the filter, as the kernel's%s",
+		   use_pvread ? "" : " # SKIP no page: no line readings");
 	return tap_exit();
 }
