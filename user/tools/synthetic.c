@@ -178,11 +178,8 @@ void synthetic_tick(struct synthetic *s)
 	boot = now_ns(CLOCK_BOOTTIME);
 	tai = now_ns(CLOCK_TAI);
 	raw = now_ns(CLOCK_MONOTONIC_RAW);
-	/* The two coarse clocks at one tick, as the kernel's timekeeper has them. */
-	do {
-		real_coarse = now_ns(CLOCK_REALTIME_COARSE);
-		mono_coarse = now_ns(CLOCK_MONOTONIC_COARSE);
-	} while (now_ns(CLOCK_REALTIME_COARSE) != real_coarse);
+	mono_coarse = now_ns(CLOCK_MONOTONIC_COARSE);
+	real_coarse = now_ns(CLOCK_REALTIME_COARSE);
 	cycles = pvclock_now(s, __rdtsc());
 
 	/* Only this thread writes the cycles: the header's copy has none. */
