@@ -32,8 +32,24 @@ static inline bool record_stuck(struct process *p, uint32_t cpu,
 }
 
 /*
+ * A wait for record @cpu's update to @version (odd) ran out: later calls
+ * give up on it at once while it says the same.  Only this record: the
+ * header's wait remembers the header (internal.h's pvread_remember_stuck()),
+ * and a record odd at that moment is in an update of its own.
+ */
+static void remember_stuck_record(struct process *p, uint32_t cpu,
+				  uint32_t version)
+{
+	if (version & 1)
+		atomic_store_explicit(&p->stuck_record[cpu % NR_STUCK_RECORDS],
+				      (uint64_t)cpu << 32 | version,
+				      memory_order_relaxed);
+}
+
+/*
  * Record @cpu evaluated at a TSC read after its version: the "xen"
- * clocksource's cycles, if @cpu is the CPU the TSC was read on.
+ * clocksource's cycles, if @cpu is the CPU the TSC was read on.  The
+ * version read goes to s->version whatever the outcome.
  */
 static enum read_result sample_record(struct process *p, uint32_t cpu,
 				      struct pvread_sample *s)
@@ -64,6 +80,7 @@ static enum read_result sample_record(struct process *p, uint32_t cpu,
 	mul = LOAD(r->pvclock.tsc_to_system_mul);
 	shift = LOAD(r->pvclock.tsc_shift);
 	RMB();
+	s->version = version;
 	if (version & 1)
 		return record_stuck(p, cpu, version) ? READ_NO_STUCK : READ_BUSY;
 	if (LOAD(r->pvclock.version) != version)
@@ -160,7 +177,8 @@ static int sample_pvclock(struct pvread_sample *sample)
 			break;
 		case READ_BUSY:
 			if (!wait_for_writer(&since)) {
-				pvread_remember_stuck(p);
+				remember_stuck_record(p, before,
+						      sample->version);
 				tries = MAX_TRIES;
 			}
 			break;
@@ -304,7 +322,7 @@ int pvread_get_record(unsigned int cpu, struct pvread_record *rec)
 		RMB();
 		if (version & 1) {
 			if (!wait_for_writer(&since)) {
-				pvread_remember_stuck(p);
+				remember_stuck_record(p, cpu, version);
 				break;
 			}
 		} else if (LOAD(r->pvclock.version) == version) {

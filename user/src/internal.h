@@ -4,8 +4,10 @@
  * the rules of each of its fields (who writes it, when, with which memory
  * order), and the helpers more than one file inlines.  Read in this order:
  *
- *   mapping.c  the process page, the first call's mapping of the device,
- *              pvread_use_page(), the tolerance, the time namespace offsets
+ *   mapping.c  the process state and the rendezvous of the library's
+ *              copies, the first call's mapping of the device (the shim's
+ *              constructor's), pvread_use_page(), the tolerance, the time
+ *              namespace offsets and a child's check of them
  *   read.c     the read path: one attempt at the page (try_read()), the fast
  *              entry pvread_clock_gettime() and its slow path; it calls
  *              order.c where a reading does not stand or the kernel must
@@ -64,13 +66,16 @@ PVREAD_HIDDEN int pvread_kernel_has_vdso(void);
  * A time namespace's offsets (time_namespaces(7)), added as the kernel's
  * vDSO adds them: to CLOCK_MONOTONIC, _RAW and _COARSE the "monotonic"
  * one, to CLOCK_BOOTTIME the "boottime" one.  The page is the root
- * namespace's clock.
+ * namespace's clock.  What they are worth is process's ns_known (below):
+ * these are what was read, and where.
  */
 struct timens {
 	int64_t sec[PVREAD_NR_CLOCK_BASES];
 	int64_t nsec[PVREAD_NR_CLOCK_BASES];	/* [0, NSEC_PER_SEC) */
-	bool unknown;		/* offsets unreadable: those clocks are the kernel's */
 	bool shifted;		/* an offset not 0: not the root namespace's clocks */
+	bool none;		/* a kernel without time namespaces: all 0, always */
+	bool unread;		/* no /proc/self/timens_offsets to read */
+	bool childrens;		/* read, but the children's namespace's, not ours */
 };
 
 /*
@@ -86,19 +91,40 @@ struct mapping {
 	uint32_t nr_records;
 	uint32_t stride;
 	uint64_t tolerance_ns;
+	uint32_t tsc_read;	/* FAST_RDTSCP or 0: tsc_read_choice() */
+	size_t device_size;	/* bytes of /dev/pvread mapped here, else 0 */
 	struct timens ns;
 };
 
 /*
- * map_state: MAP_UNTRIED (0, the zeroed page) -> MAP_BUSY by
+ * map_state: MAP_UNTRIED (0, a fresh state) -> MAP_BUSY by
  * compare-and-swap (seq_cst), with every signal blocked, by the one thread
  * that maps; then, by that thread alone, a release store of MAP_READY, or
- * of MAP_ABSENT (the first call found no page: the kernel answers for
- * good), or of MAP_UNTRIED again (pvread_use_page() refused its page).
- * Read with acquire (get_process(), MAP_READY: the mapping is readable),
- * relaxed only to see whether to try mapping.
+ * of MAP_ABSENT (no page: the device is not there or not one this library
+ * reads, and the kernel answers for good), or of MAP_RETRY (a transient
+ * error, EMFILE, ENOMEM, EINTR...: retry_tsc says when a call may try
+ * again, MAP_RETRY -> MAP_BUSY as from MAP_UNTRIED), or of MAP_UNTRIED
+ * again (pvread_use_page() refused its page).  Read with acquire
+ * (get_process(), MAP_READY: the mapping is readable), relaxed only to see
+ * whether to try mapping.  A child of fork() made while another thread
+ * was mapping (MAP_BUSY, and no such thread in the child) is put back to
+ * MAP_UNTRIED by the fork handler (mapping.c's in_child()); one of _Fork()
+ * keeps MAP_BUSY: the kernel answers it.
  */
-enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT };
+enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT, MAP_RETRY };
+
+/* MAP_RETRY: the next try no sooner than this many TSC ticks (0.3-1 s). */
+#define RETRY_TSC (1ULL << 30)
+
+/*
+ * ns_check: NS_UNCHECKED (0) in a child that inherited a mapping (its
+ * offsets not yet its own: see struct process), -> NS_CHECKING by
+ * compare-and-swap by the one thread that checks (mapping.c's
+ * pvread_check_child(), from get_process()), -> NS_CHECKED, or back to
+ * NS_UNCHECKED when the check could not tell (the next slow call checks
+ * again).  The thread that maps stores NS_CHECKED before MAP_READY.
+ */
+enum { NS_UNCHECKED, NS_CHECKING, NS_CHECKED };
 
 /*
  * Per-process floors of the clocks that must never go back, a cache line
@@ -178,71 +204,150 @@ enum { SEEN_NEVER, SEEN_KERNEL, SEEN_FLOOR, SEEN_LINE, SEEN_HOLDING };
 #define NR_STUCK_RECORDS 16
 
 /*
- * Everything this process knows, in a page the kernel zeroes in every
- * child it makes without sharing memory (MADV_WIPEONFORK): fork(),
- * _Fork(), clone() without CLONE_VM.  Such a child can be in another time
- * namespace (unshare(CLONE_NEWTIME) puts the children made after it
- * there), may have none of the threads that were mapping or holding, and
- * starts as a process that has read nothing: it maps again (the page it
- * inherited, without opening the device) and reads its own offsets.  A
- * child sharing memory (vfork(), CLONE_VM) is always in its parent's time
- * namespace: the kernel refuses to make it in another.
+ * The layout of struct process and of everything in it, and their rules:
+ * copies of the library in one process share one state only if they
+ * agree on this number (the rendezvous, mapping.c).  Bump it with ANY
+ * change to struct process, struct mapping, struct timens, struct floor,
+ * the MAP_, NS_, MODE_SEEN_ values or the rules written here.
+ */
+#define PROCESS_LAYOUT 1
+
+/*
+ * Everything this process knows, in two pages of its own (mapping.c's
+ * new_process()), one per process however many copies of the library it
+ * loaded (the shim, libpvread.so.2 by dlopen(), libpvread.a in the
+ * program...): each copy's constructor finds the state another copy made,
+ * or makes it (mapping.c's rendezvous), and keeps it in its own
+ * pvread_process.
+ *
+ * The first page is inherited by every child: the mapping (the device's is
+ * shared, a page given to pvread_use_page() stays mapped), the hints, the
+ * copies' count.  The second (from fast_clocks on) is zeroed in every
+ * child the kernel makes without sharing memory -- fork(), _Fork(),
+ * clone() without CLONE_VM -- by MADV_WIPEONFORK, and again, for fork(),
+ * by the fork handler (in_child(): also where the kernel refused the
+ * madvise()): a child starts with no reading returned, no floor, no hold,
+ * and fast_clocks 0, so that its first call takes the slow path, where
+ * get_process() checks that the offsets it inherited are its own
+ * (pvread_check_child()), without a system call:
+ *
+ *   - A child can be in another time namespace than its parent only if
+ *     the parent called unshare(CLONE_NEWTIME) (or made it with clone3()
+ *     and CLONE_NEWTIME), perhaps after it read its offsets.  The kernel's
+ *     CLOCK_MONOTONIC_COARSE less its REALTIME_COARSE (the vDSO's, no
+ *     system call; namespaced, and no namespace shifts REALTIME), at one
+ *     tick, is compared with the same difference in the page, at one
+ *     update, plus the inherited monotonic offset: equal, however old the
+ *     page, the offset is the child's, and CLOCK_MONOTONIC, _RAW and
+ *     _COARSE are read from the page again.  Not at one tick (the
+ *     kernel's REALTIME_COARSE changed across the reads) or a page update
+ *     in progress: the kernel answers, and the next slow call checks
+ *     again.
+ *   - CLOCK_BOOTTIME's offset cannot be checked so (no coarse BOOTTIME):
+ *     in a forked child it is the kernel's, unless the kernel has no time
+ *     namespaces at all.
+ *   - Where the check finds another namespace, or the parent's offsets
+ *     were its children's already (it had unshared before it read them),
+ *     the process uses time namespaces itself: the child reads its offsets
+ *     from /proc, as a first mapping does (system calls).  So does one
+ *     whose wall clock was stepped (clock_settime()) between the page's
+ *     last update and the check: with the module, a few microseconds.
+ *
+ * A child sharing memory (vfork(), CLONE_VM) is always in its parent's
+ * time namespace (the kernel refuses to make it in another) and shares
+ * its state.  Where MADV_WIPEONFORK is refused (EPERM from a seccomp
+ * filter, EINVAL before Linux 4.14, which has no time namespaces either),
+ * a child of _Fork() or clone() runs no fork handler and keeps its
+ * parent's state, offsets included (wipe_refused).
  */
 struct process {
 	/* MAP_*, above. */
 	_Atomic int map_state;
+	_Atomic uint64_t retry_tsc;	/* MAP_RETRY: the TSC of the next try */
+	/* Written by the thread that wins MAP_UNTRIED -> MAP_BUSY. */
+	struct mapping map;
+	/*
+	 * The page this process adopted (the device's, or pvread_use_page()'s),
+	 * which a child put back to MAP_UNTRIED adopts again.  Stored (seq_cst,
+	 * the size first) by the thread that maps; loaded (the page first) by
+	 * the one that maps again.
+	 */
+	const void *_Atomic adopted_page;
+	_Atomic size_t adopted_size;
+	/*
+	 * The seq of a header update that did not complete within
+	 * MAX_WAIT_TSC: while the header still says it, reads fall back at
+	 * once instead of waiting again.  0: none (a seq being written is
+	 * odd).  The same for records: index << 32 | version, by index, each
+	 * remembered only by a wait for that record that ran out.  Hints,
+	 * relaxed both ways: written by pvread_remember_stuck() after a wait
+	 * for the header that ran out (read.c, order.c, info.c), and by
+	 * info.c's remember_stuck_record(); read by try_read(),
+	 * not_below_line(), get_info() and record_stuck().
+	 */
+	_Atomic uint32_t stuck_seq;
+	_Atomic uint64_t stuck_record[NR_STUCK_RECORDS];
+	/*
+	 * The copies of the library that use this state (the rendezvous):
+	 * one each, taken by a copy's constructor (or the first call of a
+	 * copy whose constructor found no memory), given back by the
+	 * destructor of a copy dlclose() unloads; the last gives the pages
+	 * back (mapping.c's leave()).  Relaxed: constructors and destructors
+	 * run under the dynamic linker's lock.
+	 */
+	_Atomic int copies;
+	bool wipe_refused;	/* madvise(MADV_WIPEONFORK) failed */
+
+	/* Zeroed in every child (above), from here on. */
 	/*
 	 * The clocks the fast path may read from the page, as a set of clock
 	 * ids (CLOCKS_*), and how it reads the TSC (FAST_RDTSCP, above the
 	 * ids): 0 until the mapping is ready, so that one load tells the fast
 	 * path all three; the shifted clocks left out where this process's
-	 * time namespace offsets are unknown.  Written once, with release, by
-	 * the thread that maps, after map and before map_state's MAP_READY;
-	 * read with acquire by the fast path.
+	 * time namespace offsets are unknown (ns_known).  Stored with release
+	 * by the thread that maps, after map and ns_known and before
+	 * map_state's MAP_READY; in a child by the thread that checks
+	 * (NS_CHECKING), after ns_known.  Read with acquire by the fast path.
 	 */
-	_Atomic uint32_t fast_clocks;
-	/* Written by the thread that wins MAP_UNTRIED -> MAP_BUSY. */
-	struct mapping map;
+	_Atomic uint32_t fast_clocks __attribute__((aligned(4096)));
 	/*
-	 * The seq of a header update that did not complete within
-	 * MAX_WAIT_TSC: while the header still says it, reads fall back at
-	 * once instead of waiting again.  0: none (a seq being written is
-	 * odd).  The same for records: index << 32 | version, by index.
-	 * Hints, relaxed both ways: written by pvread_remember_stuck() after
-	 * a wait that ran out (read.c, order.c, info.c), read by try_read(),
-	 * not_below_line(), get_info() and record_stuck().
+	 * The clocks whose offsets map.ns holds for this process (every one a
+	 * namespace does not shift, once mapped): the others are the
+	 * kernel's (PVREAD_SLOW_TIMENS).  Stored with release by the thread
+	 * that maps or checks, after it wrote map.ns; read with acquire
+	 * (timens_unknown()).
 	 */
-	_Atomic uint32_t stuck_seq;
-	_Atomic uint64_t stuck_record[NR_STUCK_RECORDS];
+	_Atomic uint32_t ns_known;
+	/* NS_*, above. */
+	_Atomic int ns_check;
 	/* SEEN_*, above. */
 	_Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
 	/* struct floor, above. */
 	struct floor floors[PVREAD_NR_CLOCK_BASES];
 };
+_Static_assert(offsetof(struct process, fast_clocks) == 4096,
+	       "the part children inherit is the first page");
+
+/* Where the part zeroed in children begins, and its length. */
+#define WIPED_OFFSET offsetof(struct process, fast_clocks)
+#define WIPED_SIZE (sizeof(struct process) - WIPED_OFFSET)
 
 /*
- * This process's page; made at the first call, then only read.  Set once
- * by mapping.c's make_process(), by compare-and-swap from NULL (the loser
- * of a race gives its page back); read with acquire by the fast path and
- * the fallback, seq_cst by the callers that may make it.
+ * This process's state; found or made by this copy's constructor (else at
+ * its first call), then only read.  Set once by mapping.c, by
+ * compare-and-swap from NULL (the loser of a race gives its pages back);
+ * read with acquire by the fast path and the fallback, seq_cst by the
+ * callers that may make it.  Hidden: the fast path loads it PC-relative.
  */
 PVREAD_HIDDEN extern struct process *_Atomic pvread_process;
-
-/*
- * Outside that page, and so inherited by every child (mapping.c, static
- * there): adopted_page and adopted_size, the page this process adopted,
- * which its children inherit mapped and adopt again.  Stored (seq_cst,
- * the size first) by the thread that maps; loaded (the page first) by a
- * child's first call.
- */
 
 /*
  * How reads were answered, per thread, written only on the slow path (its
  * retries in read.c, the kernel's answers, floors and lifts in order.c),
  * read by the same thread's pvread_get_stats() (info.c): the default TLS
  * model, which a library loaded by dlopen() may use (the initial-exec one
- * takes from a reserve glibc sizes at start), through TLS descriptors in
- * the shared objects.  Defined in mapping.c, with the rest of the state.
+ * takes from a reserve glibc sizes at start).  Defined in mapping.c, with the
+ * rest of the state; TLS descriptors in the shared objects.
  */
 PVREAD_HIDDEN extern __thread struct pvread_stats pvread_thread_stats;
 
@@ -420,27 +525,64 @@ static inline int64_t ns_of(const struct timespec *ts)
 			 (uint64_t)ts->tv_nsec);
 }
 
-/* mapping.c: the first call's mapping. */
+/* mapping.c: the first call's mapping; a child's check of its offsets. */
 PVREAD_HIDDEN __attribute__((noinline, cold))
 struct process *pvread_first_map(void);
+PVREAD_HIDDEN __attribute__((noinline, cold))
+void pvread_check_child(struct process *p);
+/* The shim's constructor: the first call's mapping, before main(). */
+PVREAD_HIDDEN void pvread_map_now(void);
 
 /*
  * This process and its mapping, or NULL while the mapping is absent or
- * being made by another thread.
+ * being made by another thread.  In a child that has not checked its
+ * offsets yet, checks them (no system call unless the process uses time
+ * namespaces itself: see struct process).
  */
 static ALWAYS_INLINE struct process *get_process(void)
 {
 	struct process *p = atomic_load_explicit(&pvread_process,
 						 memory_order_acquire);
+	int state;
 
-	if (likely(p) && likely(atomic_load_explicit(&p->map_state,
-						     memory_order_acquire) ==
-				MAP_READY))
-		return p;
-	if (p && atomic_load_explicit(&p->map_state, memory_order_relaxed) !=
-		 MAP_UNTRIED)
-		return NULL;
+	if (likely(p)) {
+		state = atomic_load_explicit(&p->map_state,
+					     memory_order_acquire);
+		if (likely(state == MAP_READY)) {
+			if (unlikely(atomic_load_explicit(&p->ns_check,
+					memory_order_acquire) != NS_CHECKED))
+				pvread_check_child(p);
+			return p;
+		}
+		if (state != MAP_UNTRIED && state != MAP_RETRY)
+			return NULL;
+	}
 	return pvread_first_map();
+}
+
+/*
+ * Are @clock's time namespace offsets unknown here (the kernel answers
+ * it)?  Acquire: the offsets map.ns holds for it were written before.
+ */
+static inline bool timens_unknown(const struct process *p, clockid_t clock)
+{
+	return !clock_in(atomic_load_explicit(&p->ns_known,
+					      memory_order_acquire), clock);
+}
+
+/*
+ * The header's update did not complete within MAX_WAIT_TSC: remember its
+ * seq if it is odd, so that later reads fall back at once while it stays
+ * so.  Not the records: one odd now is in an update of its own, which no
+ * wait for it ran out on (info.c remembers a record its own wait gave up
+ * on).
+ */
+static inline __attribute__((cold)) void pvread_remember_stuck(struct process *p)
+{
+	uint32_t seq = LOAD(p->map.hdr->seq);
+
+	if (seq & 1)
+		atomic_store_explicit(&p->stuck_seq, seq, memory_order_relaxed);
 }
 
 /* read.c: the retries, and the page's answer for the slow path. */
@@ -452,8 +594,6 @@ PVREAD_HIDDEN bool pvread_read_fast(struct process *p, const clockid_t clock,
 				    enum pvread_slow_reason *why);
 
 /* order.c: floors, the hold at the line, the kernel's answer. */
-PVREAD_HIDDEN __attribute__((cold))
-void pvread_remember_stuck(struct process *p);
 PVREAD_HIDDEN __attribute__((noinline))
 int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
 			      struct timespec *ts, enum pvread_slow_reason why);

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * libpvread: the mapping.  This process's page of state (MADV_WIPEONFORK),
- * the first call's mapping of /dev/pvread or of the page a parent adopted,
- * pvread_use_page(), the tolerance from the environment, the time
- * namespace offsets, and the library's own system calls (no cancellation
- * points).  The state and its rules: internal.h.
+ * libpvread: the mapping.  This process's state (one for every copy of the
+ * library loaded: the rendezvous), the first call's mapping of
+ * /dev/pvread, pvread_use_page(), a child's check of the offsets it
+ * inherited, the tolerance from the environment, the time namespace
+ * offsets, and the library's own system calls (no cancellation points).
+ * The state and its rules: internal.h.
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -34,19 +37,11 @@
  */
 #define DEFAULT_TOLERANCE_NS 10000ULL
 
-/* This process's page; made at the first call, then only read. */
+/* This process's state: see internal.h. */
 struct process *_Atomic pvread_process;
 
 /* How reads were answered, per thread: see internal.h. */
 __thread struct pvread_stats pvread_thread_stats;
-
-/*
- * The page this process adopted, which its children inherit mapped (the
- * device's mapping is shared, a page given to pvread_use_page() stays):
- * they adopt it again.
- */
-static const void *_Atomic adopted_page;
-static _Atomic size_t adopted_size;
 
 /*
  * PVREAD_MAX_ERROR_NS: decimal digits only, at most 2^64 - 1.  Anything
@@ -151,11 +146,11 @@ static int own_timens_is_childrens(void)
 /*
  * This process's time namespace offsets, from /proc/self/timens_offsets.
  * A kernel without time namespaces has no such file in a mounted /proc: no
- * offsets.  Any other failure (no /proc here), and a process whose
- * children go to another namespace, leave them unknown, and the clocks
- * they shift to the kernel.  The offsets first, the namespaces after:
- * unshare(CLONE_NEWTIME) cannot be undone, so namespaces that agree after
- * the read agreed during it.
+ * offsets, ever (none).  Any other failure (no /proc here) leaves them
+ * unread; a process whose children go to another namespace reads theirs
+ * (childrens): either way the clocks they shift are the kernel's.  The
+ * offsets first, the namespaces after: unshare(CLONE_NEWTIME) cannot be
+ * undone, so namespaces that agree after the read agreed during it.
  */
 static void read_timens(struct timens *ns)
 {
@@ -163,11 +158,11 @@ static void read_timens(struct timens *ns)
 	ssize_t n = -1;
 	int fd;
 
-	*ns = (struct timens){ .unknown = true };
+	*ns = (struct timens){ .unread = true };
 	fd = sys_open("/proc/self/timens_offsets", O_RDONLY);
 	if (fd < 0) {
-		ns->unknown = errno != ENOENT ||
-			      access("/proc/self/stat", F_OK) != 0;
+		if (errno == ENOENT && access("/proc/self/stat", F_OK) == 0)
+			*ns = (struct timens){ .none = true };
 		return;
 	}
 	n = sys_read(fd, buf, sizeof(buf) - 1);
@@ -175,14 +170,24 @@ static void read_timens(struct timens *ns)
 	if (n <= 0 || n == sizeof(buf) - 1)
 		return;
 	buf[n] = 0;
+	*ns = (struct timens){ 0 };
 	while (*p)
 		if (!timens_line(&p, ns)) {
-			*ns = (struct timens){ .unknown = true };
+			*ns = (struct timens){ .unread = true };
 			return;
 		}
 	for (n = 0; n < PVREAD_NR_CLOCK_BASES; n++)
 		ns->shifted |= ns->sec[n] || ns->nsec[n];
-	ns->unknown = !own_timens_is_childrens();
+	ns->childrens = !own_timens_is_childrens();
+}
+
+#define CLOCKS_ALL (CLOCKS_FINE | CLOCKS_COARSE)
+#define CLOCKS_PLAIN (CLOCKS_ALL & ~CLOCKS_TIMENS)
+
+/* The clocks whose offsets @ns, read by this process, holds. */
+static uint32_t timens_known(const struct timens *ns)
+{
+	return ns->unread || ns->childrens ? CLOCKS_PLAIN : CLOCKS_ALL;
 }
 
 /*
@@ -190,8 +195,9 @@ static void read_timens(struct timens *ns)
  * is one, without the records (@size below header.map_size): the module
  * maps the rest only for a privileged opener.
  */
-static bool adopt_page(struct mapping *m, const void *p, size_t size)
+static bool adopt_page(struct process *proc, const void *p, size_t size)
 {
+	struct mapping *m = &proc->map;
 	const struct pvread_header *h = p;
 
 	if ((uintptr_t)p % _Alignof(struct pvread_header) ||
@@ -210,26 +216,41 @@ static bool adopt_page(struct mapping *m, const void *p, size_t size)
 	m->nr_records = h->nr_records;
 	m->stride = h->record_stride;
 	m->tolerance_ns = tolerance_from_env();
+	m->device_size = 0;
 	read_timens(&m->ns);
-	atomic_store(&adopted_size, size);
-	atomic_store(&adopted_page, p);
+	atomic_store(&proc->adopted_size, size);
+	atomic_store(&proc->adopted_page, p);
 	return true;
 }
 
-static bool map_device(struct mapping *m)
+/*
+ * Errors after which the device may well be there at a later call: out of
+ * descriptors or memory for now, a signal.  Any other (ENOENT, ENODEV,
+ * ENXIO, EACCES...) says there is no device this process can map.
+ */
+static bool transient(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOMEM ||
+	       err == EINTR || err == EAGAIN || err == ENOBUFS;
+}
+
+/* 1: mapped; 0: no page here, for good; -1: a transient error. */
+static int map_device(struct process *proc)
 {
 	uint32_t size;
 	void *p, *all;
-	int fd;
+	int fd, ret;
 
 	fd = sys_open(PVREAD_DEVICE, O_RDONLY);
 	if (fd < 0)
-		return false;
+		return transient(errno) ? -1 : 0;
 	/* The header says how much there is to map. */
 	p = mmap(NULL, sizeof(struct pvread_header), PROT_READ, MAP_SHARED,
 		 fd, 0);
-	if (p == MAP_FAILED)
+	if (p == MAP_FAILED) {
+		ret = transient(errno) ? -1 : 0;
 		goto fail;
+	}
 	size = ((const struct pvread_header *)p)->map_size;
 	/*
 	 * The records too where the opener may map them (CAP_SYS_ADMIN), for
@@ -244,15 +265,17 @@ static bool map_device(struct mapping *m)
 	} else {
 		size = sizeof(struct pvread_header);
 	}
-	if (!adopt_page(m, p, size)) {
+	if (!adopt_page(proc, p, size)) {
 		munmap(p, size);
+		ret = 0;
 		goto fail;
 	}
+	proc->map.device_size = size;
 	sys_close(fd);
-	return true;
+	return 1;
 fail:
 	sys_close(fd);
-	return false;
+	return ret;
 }
 
 /*
@@ -272,46 +295,262 @@ static uint32_t tsc_read_choice(void)
 }
 
 /*
- * This process's page, made at its first call (of any thread: the loser
- * of a race gives its page back).  NULL if there is no memory for it.  On
- * a kernel without MADV_WIPEONFORK (before 4.14, which has no time
- * namespaces) children inherit their parent's state, in their parent's
- * namespace: correct, and slow for good only where a thread of the parent
- * was mapping or holding at the fork.
+ * A new state for this process, not yet its: NULL if there is no memory
+ * for it.  Its second page is zeroed in every child (internal.h); where
+ * the kernel refuses that, the fork handler zeroes it for fork(), and
+ * wipe_refused says so.
  */
-static __attribute__((noinline, cold)) struct process *make_process(void)
+static struct process *new_process(void)
 {
-	struct process *p, *none = NULL;
-	size_t size = (sizeof(*p) + 4095) & ~(size_t)4095;
+	struct process *p;
 	int saved_errno = errno;
 
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	p = mmap(NULL, sizeof(*p), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
 		errno = saved_errno;
 		return NULL;
 	}
-	madvise(p, size, MADV_WIPEONFORK);
-	if (!atomic_compare_exchange_strong(&pvread_process, &none, p)) {
-		munmap(p, size);
-		p = none;
-	}
+	p->wipe_refused = madvise((char *)p + WIPED_OFFSET, WIPED_SIZE,
+				  MADV_WIPEONFORK) != 0;
+	atomic_store_explicit(&p->copies, 1, memory_order_relaxed);
 	errno = saved_errno;
 	return p;
 }
 
 /*
- * Take this process's mapping from MAP_UNTRIED to MAP_BUSY, then to
- * MAP_READY if @make made it, else to @failed; with every signal blocked,
- * so that no handler can siglongjmp() out of the middle, and with system
- * calls that are no cancellation points.  False if another thread did it
- * first.
+ * One copy of the library no longer uses @p: the last gives its pages
+ * back, and the device's mapping.
  */
-static bool make_mapping(struct process *p,
-			 bool (*make)(struct mapping *, const void *, size_t),
-			 const void *page, size_t size, int failed, bool *made)
+static void leave_process(struct process *p)
 {
-	int state = MAP_UNTRIED, saved_errno = errno;
+	if (atomic_fetch_sub_explicit(&p->copies, 1, memory_order_relaxed) != 1)
+		return;
+	if (p->map.device_size &&
+	    atomic_load(&p->map_state) == MAP_READY)
+		munmap((void *)p->map.hdr, p->map.device_size);
+	munmap(p, sizeof(*p));
+}
+
+/*
+ * The rendezvous: every copy of the library has a struct rendezvous,
+ * pointing to the state it uses, and an ELF note (name "pvread", type
+ * PROCESS_LAYOUT) that says where that struct is, relative to the note: a
+ * copy's constructor finds the others by walking the notes of every
+ * object loaded (dl_iterate_phdr(), which sees copies loaded RTLD_LOCAL
+ * and libpvread.a inside a program, whose names no dlsym() finds).  Only
+ * a copy of the same layout matches (type, layout and size); a copy of
+ * another layout keeps a state of its own.  At load time only: the read
+ * path loads pvread_process, this copy's own.
+ */
+struct rendezvous {
+	uint32_t layout;
+	uint32_t size;
+	struct process *_Atomic state;
+};
+
+PVREAD_HIDDEN struct rendezvous pvread_rendezvous = {
+	PROCESS_LAYOUT, sizeof(struct process), NULL
+};
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+__asm__(".pushsection .note.pvread, \"a\", @note\n"
+	"\t.balign 4\n"
+	"\t.long 7\n"		/* namesz: "pvread" and its NUL */
+	"\t.long 8\n"		/* descsz */
+	"\t.long " STR(PROCESS_LAYOUT) "\n"
+	"\t.asciz \"pvread\"\n"
+	"\t.balign 4\n"
+	"\t.quad pvread_rendezvous - .\n"
+	"\t.popsection\n");
+
+/* dl_iterate_phdr(): the state of another copy of this layout, into *@data. */
+static int find_copy(struct dl_phdr_info *info, size_t size, void *data)
+{
+	unsigned int i;
+
+	(void)size;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const char *n, *end;
+		size_t align;
+
+		if (ph->p_type != PT_NOTE)
+			continue;
+		align = ph->p_align == 8 ? 8 : 4;
+		n = (const char *)(info->dlpi_addr + ph->p_vaddr);
+		end = n + ph->p_memsz;
+		while ((size_t)(end - n) >= sizeof(ElfW(Nhdr))) {
+			const ElfW(Nhdr) *nh = (const void *)n;
+			const char *name = n + sizeof(*nh);
+			const char *desc = name + ((nh->n_namesz + align - 1) &
+						   ~(align - 1));
+			const char *next = desc + ((nh->n_descsz + align - 1) &
+						   ~(align - 1));
+			const struct rendezvous *r;
+			struct process *state;
+			int64_t rel;
+
+			if (next > end || next <= n)
+				break;
+			n = next;
+			if (nh->n_type != PROCESS_LAYOUT || nh->n_namesz != 7 ||
+			    nh->n_descsz != 8 || memcmp(name, "pvread", 7))
+				continue;
+			memcpy(&rel, desc, sizeof(rel));
+			r = (const void *)(desc + rel);
+			if (r == &pvread_rendezvous ||
+			    r->layout != PROCESS_LAYOUT ||
+			    r->size != sizeof(struct process))
+				continue;
+			state = atomic_load(&r->state);
+			if (state) {
+				*(struct process **)data = state;
+				return 1;
+			}
+		}
+	}
+	return 0;
+}
+
+/*
+ * This copy's state, made at a call that came before this copy's
+ * constructor (another library's constructor read the clock): a state of
+ * its own, which copies loaded later share.
+ */
+static struct process *make_process(void)
+{
+	struct process *p = new_process(), *none = NULL;
+
+	if (!p)
+		return NULL;
+	if (!atomic_compare_exchange_strong(&pvread_process, &none, p)) {
+		leave_process(p);
+		p = none;
+	}
+	atomic_store(&pvread_rendezvous.state, p);
+	return p;
+}
+
+/*
+ * A child of fork(): no other thread of its parent is there.  One that was
+ * mapping leaves MAP_BUSY, which goes back to MAP_UNTRIED; what the child
+ * did not return (floors, holds, the offsets it has not checked) is
+ * zeroed, as MADV_WIPEONFORK zeroes it (also where that was refused).
+ */
+static void in_child(void)
+{
+	struct process *p = atomic_load_explicit(&pvread_process,
+						 memory_order_relaxed);
+	int busy = MAP_BUSY;
+
+	if (!p)
+		return;
+	atomic_compare_exchange_strong(&p->map_state, &busy, MAP_UNTRIED);
+	memset((char *)p + WIPED_OFFSET, 0, WIPED_SIZE);
+}
+
+#ifdef PVREAD_SHARED
+/*
+ * When a copy's state goes: a copy unloaded by dlclose() gives its count
+ * back (the last one the pages).  Not at exit: other threads may read the
+ * clock until the process ends.  A copy that provides the process's
+ * pvread_clock_gettime() (loaded with the program, or RTLD_GLOBAL) is
+ * never unloaded before exit: it keeps its count.  A copy loaded by
+ * dlopen() after the program started registered its exit handler after
+ * the dynamic linker's, so at exit the handler runs before the
+ * destructors; at dlclose(), after them.
+ */
+extern void *__dso_handle;
+extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+
+static bool kept_to_exit, exiting, counted;
+
+static void at_exit(void *arg)
+{
+	(void)arg;
+	exiting = true;
+}
+
+static void keep_or_not(void)
+{
+	/*
+	 * The global scope's (RTLD_DEFAULT would search this copy's own
+	 * local scope too: it is the caller's).
+	 */
+	void *global = dlopen(NULL, RTLD_NOW);
+	void *f = global ? dlsym(global, "pvread_clock_gettime") : NULL;
+	Dl_info mine, theirs;
+
+	/* Not found: RTLD_LOCAL.  Not told where: kept, to be safe. */
+	kept_to_exit = f && (!dladdr(f, &theirs) ||
+			     !dladdr((void *)keep_or_not, &mine) ||
+			     theirs.dli_fbase == mine.dli_fbase);
+	if (global)
+		dlclose(global);
+	__cxa_atexit(at_exit, NULL, &__dso_handle);
+}
+
+__attribute__((destructor)) static void part(void)
+{
+	struct process *p = atomic_load(&pvread_process);
+
+	if (p && counted && !kept_to_exit && !exiting)
+		leave_process(p);
+}
+#else
+/* libpvread.a: in the program, which unloads it only at exit. */
+static bool counted;
+
+static void keep_or_not(void)
+{
+}
+#endif
+
+/*
+ * Every copy's first constructor: the state another copy of this layout
+ * uses, else a new one; the fork handler.
+ */
+__attribute__((constructor(101))) static void join(void)
+{
+	struct process *p = NULL, *none = NULL;
+
+	keep_or_not();
+	pthread_atfork(NULL, NULL, in_child);
+	if (atomic_load(&pvread_process)) {
+		/* A call before this made it, and counted this copy. */
+		counted = true;
+		return;
+	}
+	dl_iterate_phdr(find_copy, &p);
+	if (p)
+		atomic_fetch_add_explicit(&p->copies, 1, memory_order_relaxed);
+	else
+		p = new_process();
+	if (!p)
+		return;		/* no memory: the first call tries again */
+	if (!atomic_compare_exchange_strong(&pvread_process, &none, p)) {
+		leave_process(p);
+		p = none;
+	}
+	counted = true;
+	atomic_store(&pvread_rendezvous.state, p);
+}
+
+/*
+ * Take this process's mapping from @from (MAP_UNTRIED or MAP_RETRY) to
+ * MAP_BUSY, then to MAP_READY if @make made it (1), MAP_RETRY after a
+ * transient error (-1), else to @failed; with every signal blocked, so
+ * that no handler can siglongjmp() out of the middle, and with system
+ * calls that are no cancellation points.  Returns what @make did, or -2
+ * if another thread did it first.
+ */
+static int make_mapping(struct process *p,
+			int (*make)(struct process *, const void *, size_t),
+			const void *page, size_t size, int from, int failed)
+{
+	int state = from, saved_errno = errno, made;
 	/*
 	 * Before the signals are blocked: a process that traps cpuid
 	 * (ARCH_SET_CPUID) and handles the SIGSEGV would be killed by one
@@ -319,69 +558,180 @@ static bool make_mapping(struct process *p,
 	 */
 	uint32_t tsc_read_how = tsc_read_choice();
 	sigset_t all, old;
+	uint32_t known;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (!atomic_compare_exchange_strong(&p->map_state, &state, MAP_BUSY)) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		return false;
+		return -2;
 	}
-	*made = make(&p->map, page, size);
-	if (*made)
-		atomic_store_explicit(&p->fast_clocks, (p->map.ns.unknown ?
-				      (CLOCKS_FINE | CLOCKS_COARSE) &
-				      ~CLOCKS_TIMENS :
-				      CLOCKS_FINE | CLOCKS_COARSE) |
-				      tsc_read_how,
+	made = make(p, page, size);
+	if (made > 0) {
+		p->map.tsc_read = tsc_read_how;
+		known = timens_known(&p->map.ns);
+		atomic_store_explicit(&p->ns_known, known,
 				      memory_order_release);
-	else if (failed == MAP_ABSENT)
+		atomic_store_explicit(&p->ns_check, NS_CHECKED,
+				      memory_order_relaxed);
+		atomic_store_explicit(&p->fast_clocks,
+				      (CLOCKS_ALL & known) | tsc_read_how,
+				      memory_order_release);
+	} else if (made < 0) {
+		atomic_store_explicit(&p->retry_tsc, tsc_ordered() + RETRY_TSC,
+				      memory_order_relaxed);
+	} else if (failed == MAP_ABSENT) {
+		/* For good: the fast path sends every read to the kernel. */
 		atomic_store_explicit(&p->fast_clocks, FAST_KERNEL,
 				      memory_order_release);
-	atomic_store_explicit(&p->map_state, *made ? MAP_READY : failed,
+	}
+	atomic_store_explicit(&p->map_state, made > 0 ? MAP_READY :
+			      made < 0 ? MAP_RETRY : failed,
 			      memory_order_release);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = saved_errno;
-	return true;
+	return made;
 }
 
-/* The page this process's parent adopted, else the device's. */
-static bool map_inherited_or_device(struct mapping *m, const void *page,
-				    size_t size)
+/* The page this process adopted before (a child's), else the device's. */
+static int map_inherited_or_device(struct process *p, const void *page,
+				   size_t size)
 {
-	(void)page;
 	(void)size;
-	page = atomic_load(&adopted_page);
-	if (page && adopt_page(m, page, atomic_load(&adopted_size)))
-		return true;
-	return map_device(m);
+	page = atomic_load(&p->adopted_page);
+	if (page && adopt_page(p, page, atomic_load(&p->adopted_size)))
+		return 1;
+	return map_device(p);
 }
 
-/* The first call: map, unless another thread is doing it. */
+/*
+ * The first call: map, unless another thread is doing it, or a transient
+ * error was met less than RETRY_TSC ago.
+ */
 __attribute__((noinline, cold)) struct process *pvread_first_map(void)
 {
 	struct process *p = atomic_load(&pvread_process);
-	bool made;
+	int state;
 
 	if (!p)
 		p = make_process();
 	if (!p)
 		return NULL;
-	if (!make_mapping(p, map_inherited_or_device, NULL, 0, MAP_ABSENT,
-			  &made))
-		made = atomic_load_explicit(&p->map_state,
-					    memory_order_acquire) == MAP_READY;
-	return made ? p : NULL;
+	state = atomic_load_explicit(&p->map_state, memory_order_relaxed);
+	if (state == MAP_RETRY &&
+	    (int64_t)(tsc_ordered() -
+		      atomic_load_explicit(&p->retry_tsc,
+					   memory_order_relaxed)) < 0)
+		return NULL;
+	if (state == MAP_UNTRIED || state == MAP_RETRY)
+		make_mapping(p, map_inherited_or_device, NULL, 0, state,
+			     MAP_ABSENT);
+	return atomic_load_explicit(&p->map_state, memory_order_acquire) ==
+	       MAP_READY ? p : NULL;
 }
 
-static bool adopt_given_page(struct mapping *m, const void *page, size_t size)
+/* The shim's constructor: map before main(), before any seccomp filter. */
+void pvread_map_now(void)
 {
-	return page && adopt_page(m, page, size);
+	(void)get_process();
+}
+
+/*
+ * 1: this process's monotonic offset is the one map.ns holds; -1: it is
+ * not (or the wall clock was stepped since the page's last update); 0:
+ * cannot tell now.  MONOTONIC_COARSE less REALTIME_COARSE (the kernel's
+ * wall_to_monotonic, plus a namespace's monotonic offset: no namespace
+ * shifts REALTIME), the kernel's at one tick (its REALTIME_COARSE the same
+ * before and after) against the page's at one update plus the offset:
+ * exactly equal in the same namespace, however old the page.  No system
+ * call where the kernel has a vDSO, which serves the coarse clocks in
+ * every clocksource mode.
+ */
+static int monotonic_offset_agrees(const struct process *p)
+{
+	const struct pvread_header *h = p->map.hdr;
+	const struct pvread_clock_base *pm = &h->tk.base[CLOCK_MONOTONIC_COARSE];
+	const struct pvread_clock_base *pr = &h->tk.base[CLOCK_REALTIME_COARSE];
+	uint64_t msec, mns, rsec, rns, kernel, page;
+	struct timespec r1, m, r2;
+	uint32_t seq;
+
+	seq = LOAD(h->seq);
+	RMB();
+	msec = LOAD(pm->sec);
+	mns = LOAD(pm->snsec);
+	rsec = LOAD(pr->sec);
+	rns = LOAD(pr->snsec);
+	RMB();
+	/* No timekeeper written yet: nothing to compare with. */
+	if ((seq & 1) || LOAD(h->seq) != seq || (!rsec && !rns))
+		return 0;
+	if (pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r1) ||
+	    pvread_kernel_clock_gettime(CLOCK_MONOTONIC_COARSE, &m) ||
+	    pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r2) ||
+	    r1.tv_sec != r2.tv_sec || r1.tv_nsec != r2.tv_nsec)
+		return 0;
+	/* Unsigned: a page no module wrote gives a mismatch, never UB. */
+	kernel = (uint64_t)ns_of(&m) - (uint64_t)ns_of(&r1);
+	page = msec * NSEC_PER_SEC + mns +
+	       (uint64_t)p->map.ns.sec[CLOCK_MONOTONIC_COARSE] * NSEC_PER_SEC +
+	       (uint64_t)p->map.ns.nsec[CLOCK_MONOTONIC_COARSE] -
+	       (rsec * NSEC_PER_SEC + rns);
+	return kernel == page ? 1 : -1;
+}
+
+/*
+ * A child's first slow call: are the offsets it inherited its own?  See
+ * struct process in internal.h.  By one thread at a time (NS_CHECKING);
+ * the others are answered by the kernel meanwhile for the clocks a
+ * namespace shifts.
+ */
+__attribute__((noinline, cold)) void pvread_check_child(struct process *p)
+{
+	struct timens *ns = &p->map.ns;
+	int state = NS_UNCHECKED, agrees = 1, saved_errno;
+	sigset_t all, old;
+	uint32_t known;
+
+	if (!atomic_compare_exchange_strong(&p->ns_check, &state,
+					    NS_CHECKING))
+		return;
+	if (ns->none) {
+		known = CLOCKS_ALL;
+	} else if (ns->unread) {
+		known = CLOCKS_PLAIN;
+	} else if (!ns->childrens &&
+		   (agrees = monotonic_offset_agrees(p)) >= 0) {
+		known = agrees ? CLOCKS_ALL & ~BIT_OF(CLOCK_BOOTTIME) :
+			CLOCKS_PLAIN;
+	} else {
+		/* This process uses time namespaces: its own, from /proc. */
+		saved_errno = errno;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		read_timens(ns);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		errno = saved_errno;
+		known = timens_known(ns);
+		agrees = 1;
+	}
+	atomic_store_explicit(&p->ns_known, known, memory_order_release);
+	atomic_store_explicit(&p->fast_clocks,
+			      (CLOCKS_ALL & known) | p->map.tsc_read,
+			      memory_order_release);
+	atomic_store_explicit(&p->ns_check, agrees ? NS_CHECKED : NS_UNCHECKED,
+			      memory_order_release);
+}
+
+static int adopt_given_page(struct process *p, const void *page, size_t size)
+{
+	return page && adopt_page(p, page, size);
 }
 
 int pvread_use_page(const void *page, size_t size)
 {
 	struct process *p = atomic_load(&pvread_process);
-	bool made;
+	int made;
 
 	if (!p)
 		p = make_process();
@@ -390,12 +740,13 @@ int pvread_use_page(const void *page, size_t size)
 		return -1;
 	}
 	/* Refused: nothing chosen, a later call may give a page or map. */
-	if (!make_mapping(p, adopt_given_page, page, size, MAP_UNTRIED,
-			  &made)) {
+	made = make_mapping(p, adopt_given_page, page, size, MAP_UNTRIED,
+			    MAP_UNTRIED);
+	if (made == -2) {
 		errno = EBUSY;
 		return -1;
 	}
-	if (!made) {
+	if (made <= 0) {
 		errno = EINVAL;
 		return -1;
 	}

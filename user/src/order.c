@@ -26,31 +26,6 @@
  */
 #define HOLD_MARGIN_TSC 4096
 
-/*
- * An update did not complete within MAX_WAIT_TSC: remember the header's
- * seq if it is odd, and every record that is, so that later reads fall
- * back at once while they stay so.
- */
-__attribute__((cold)) void pvread_remember_stuck(struct process *p)
-{
-	const struct mapping *m = &p->map;
-	uint32_t seq = LOAD(m->hdr->seq), cpu, version;
-
-	if (seq & 1)
-		atomic_store_explicit(&p->stuck_seq, seq, memory_order_relaxed);
-	for (cpu = 0; m->records && cpu < m->nr_records; cpu++) {
-		const struct pvread_record *r = (const void *)
-			(m->records + (size_t)cpu * m->stride);
-
-		version = LOAD(r->pvclock.version);
-		if (version & 1)
-			atomic_store_explicit(
-				&p->stuck_record[cpu % NR_STUCK_RECORDS],
-				(uint64_t)cpu << 32 | version,
-				memory_order_relaxed);
-	}
-}
-
 static inline void set_ns(struct timespec *ts, int64_t v)
 {
 	ts->tv_sec = v / NSEC_PER_SEC;
@@ -146,7 +121,7 @@ static bool not_below_line(struct process *p, clockid_t clock,
 	int tries;
 
 	/* Shifted clocks are never read from the page then: nothing to hold. */
-	if (!wall && m->ns.unknown)
+	if (timens_unknown(p, clock))
 		return true;
 	for (tries = 0; tries < MAX_TRIES;) {
 		seq = LOAD(h->seq);

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "pvread.h"
+#include "internal.h"
 
 /* <sys/timeb.h> is deprecated; its struct, as glibc defines it. */
 struct timeb {
@@ -31,6 +32,18 @@ struct timeb {
 };
 
 #define EXPORT __attribute__((visibility("default")))
+
+/*
+ * The mapping, before main(): a program that confines itself with seccomp
+ * before its first clock read (openat, mmap, madvise, rt_sigprocmask,
+ * readlinkat... not allowed) reads the clock through the shim as through
+ * libc.  After the library's own constructor (priority 101), which found
+ * or made the process's state.
+ */
+__attribute__((constructor)) static void map_at_load(void)
+{
+	pvread_map_now();
+}
 
 EXPORT int clock_gettime(clockid_t clock, struct timespec *ts)
 {

@@ -307,7 +307,7 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 	struct reading v;
 
 	/* The fast path leaves these out (fast_clocks): say why here. */
-	if (timens_shifts(clock) && unlikely(p->map.ns.unknown))
+	if (timens_shifts(clock) && unlikely(timens_unknown(p, clock)))
 		return pvread_try_again(p, r, &a, why);
 	while (unlikely((r = try_read(p, fast, clock, &v, true)) != READ_OK))
 		if (!pvread_try_again(p, r, &a, why))

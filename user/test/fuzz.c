@@ -18,14 +18,13 @@
 #include "../src/order.c"
 #include "../src/info.c"
 
-/* A fresh process: what the kernel gives a child (MADV_WIPEONFORK). */
+/* A fresh process state, as a new process makes. */
 static void forget_everything(void)
 {
 	struct process *p = atomic_load(&pvread_process);
 
 	if (p)
 		memset(p, 0, sizeof(*p));
-	atomic_store(&adopted_page, NULL);
 	memset(&pvread_thread_stats, 0, sizeof(pvread_thread_stats));
 }
 

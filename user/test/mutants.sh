@@ -29,7 +29,7 @@ MUTANTS=(
     "mode-not-checked|src/read.c|s{if \(unlikely\(LOAD\(h->mode\) != PVREAD_MODE_LINE\)\)}{if (0)}s"
     "old-mode-numbers-read-as-line|src/read.c|s{if \(unlikely\(LOAD\(h->mode\) != PVREAD_MODE_LINE\)\)}{if (unlikely(LOAD(h->mode) == PVREAD_MODE_NONE))}s"
     "line-monotonic-at-raw-rate|src/internal.h|s{\tif \(clock == CLOCK_MONOTONIC_RAW\) \{\n\t\t\*mul = LOAD\(l->raw_mul\);}{\tif \(1\) \{\n\t\t*mul = LOAD\(l->raw_mul\);}s"
-    "errno-not-restored|src/mapping.c|s{\terrno = saved_errno;\n\treturn true;\n}{\treturn true;\n}s"
+    "errno-not-restored|src/mapping.c|s{\terrno = saved_errno;\n\treturn made;\n}{\treturn made;\n}s"
     "bound-not-checked|src/read.c|s{if \(unlikely\(LOAD\(h->error_bound_ns\) > p->map.tolerance_ns\)\)}{if \(0\)}s"
     "line-span-not-checked|src/read.c|s{\t\tif \(unlikely\(d > LOAD\(l->tsc_span\)\)\)\n\t\t\treturn confirmed\(h, seq, READ_NO_DELTA\);}{}s"
     "floor-not-raised|src/order.c|s{\twhile \(v > cur\)\n}{\twhile \(0\)\n}s"
@@ -38,7 +38,7 @@ MUTANTS=(
     "one-mode-seen-for-every-clock|src/order.c|s{_Atomic uint32_t \*seen_p = &p->mode_seen\[clock\];}{_Atomic uint32_t *seen_p = &p->mode_seen[0];}s"
     "fallback-not-lifted-to-line|src/order.c|s{\t\t\tnot_below_line\(p, clock, ts, seen == SEEN_HOLDING\);}{\t\t\t;}s"
     "timens-offsets-not-added|src/read.c|s{\t\tv.sec \+= m->ns.sec\[clock\];\n\t\tv.ns \+= \(uint64_t\)m->ns.nsec\[clock\];}{\t\t;}s"
-    "stuck-writer-not-remembered|src/order.c|s{\tif \(seq & 1\)\n\t\tatomic_store_explicit\(&p->stuck_seq, seq, memory_order_relaxed\);}{\t\(void\)seq;}s"
+    "stuck-writer-not-remembered|src/internal.h|s{\tif \(seq & 1\)\n\t\tatomic_store_explicit\(&p->stuck_seq, seq, memory_order_relaxed\);}{\t\(void\)seq;}s"
     "tolerance-accepts-hex|src/mapping.c|s{\t\tif \(digit > 9 \|\| }{\t\tif \(\(digit > 9 && 0\) \|\| }s"
     "line-not-held-at-coarse|src/read.c|s{\t\t\tv = not_below_coarse\(h, clock, v\);}{\t\t\t;}s"
     "fast-path-never-holds|src/read.c|s{\t\t    unlikely\(may_be_below_coarse\(h, clock, v\)\)\) \{}{\t\t    0\) \{}s"
@@ -50,8 +50,16 @@ MUTANTS=(
     "tk-overflow-not-checked|src/arith.h|s{\tif \(__builtin_mul_overflow\(delta, mult, &p\) \|\|\n\t    __builtin_add_overflow\(p, snsec, out\)\)\n\t\treturn -1;}{\t*out = snsec + delta * mult;\n\t\(void\)p;}s"
     "line-base-past-second-accepted|src/arith.h|s{\tif \(snsec >= PVREAD_ARITH_NSEC_PER_SEC << 32 \|\|\n\t    !pvread_line_value}{\tif \(!pvread_line_value}s"
     "line-product-overflow-not-checked|../include/uapi/linux/pvread.h|s{\t       !__builtin_mul_overflow\(d, \(__u64\)mul << shift, &p\) &&}{\t       \(p = d * \(\(__u64\)mul << shift\), 1\) &&}s"
-    "childrens-timens-offsets-taken|src/mapping.c|s{\tns->unknown = !own_timens_is_childrens\(\);}{\tns->unknown = false;}s"
-    "state-not-wiped-in-children|src/mapping.c|s{\tmadvise\(p, size, MADV_WIPEONFORK\);}{}s"
+    "childrens-timens-offsets-taken|src/mapping.c|s{\tns->childrens = !own_timens_is_childrens\(\);}{\tns->childrens = false;}s"
+    "state-not-wiped-in-children|src/mapping.c|s{\tp->wipe_refused = madvise\(\(char \*\)p \+ WIPED_OFFSET, WIPED_SIZE,\n\t\t\t\t  MADV_WIPEONFORK\) != 0;}{\tp->wipe_refused = false;}s"
+    "no-fork-handler|src/mapping.c|s{\tpthread_atfork\(NULL, NULL, in_child\);\n}{}s"
+    "child-offsets-not-checked|src/internal.h|s{\t\t\t\tpvread_check_child\(p\);}{\t\t\t\t;}s"
+    "child-trusts-inherited-monotonic-offset|src/mapping.c|s{\treturn kernel == page \? 1 : -1;}{\treturn 1;}s"
+    "child-trusts-inherited-boottime-offset|src/mapping.c|s{known = agrees \? CLOCKS_ALL & ~BIT_OF\(CLOCK_BOOTTIME\) :}{known = agrees ? CLOCKS_ALL :}s"
+    "transient-open-error-final|src/mapping.c|s{\tif \(fd < 0\)\n\t\treturn transient\(errno\) \? -1 : 0;}{\tif \(fd < 0\)\n\t\treturn 0;}s"
+    "transient-error-retried-at-once|src/mapping.c|s{\tif \(state == MAP_RETRY &&\n}{\tif \(0 &&\n}s"
+    "absence-retried|src/mapping.c|s{\treturn err == EMFILE}{\treturn 1 || err == EMFILE}s"
+    "header-wait-remembers-a-record|src/internal.h|s{\tif \(seq & 1\)\n\t\tatomic_store_explicit\(&p->stuck_seq, seq, memory_order_relaxed\);}{\tif \(seq & 1\)\n\t\tatomic_store_explicit(&p->stuck_seq, seq, memory_order_relaxed);\n\tif (p->map.records \&\& (LOAD(((const struct pvread_record *)p->map.records)->pvclock.version) & 1))\n\t\tatomic_store_explicit(&p->stuck_record[0], LOAD(((const struct pvread_record *)p->map.records)->pvclock.version), memory_order_relaxed);}s"
     "open-a-cancellation-point|src/mapping.c|s{return \(int\)syscall\(SYS_openat, AT_FDCWD, path, flags \| O_CLOEXEC\);}{return open(path, flags | O_CLOEXEC);}s"
     "signals-not-blocked-while-mapping|src/mapping.c|s{\tpthread_sigmask\(SIG_SETMASK, &all, &old\);\n\tif \(!atomic_compare_exchange_strong\(&p->map_state}{\tif (!atomic_compare_exchange_strong(&p->map_state}s"
     "lift-beyond-tolerance|src/order.c|s{\t\tif \(!full\) \{}{\t\tif (0) \{}s"
@@ -98,7 +106,7 @@ try_mutant() {
     # Without -Werror: a mutant may leave a variable or function unused.
     if ! make -s -C "$t/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
             build/test/read build/test/arith build/test/fast-path \
-            build/test/fallback-static \
+            build/test/fallback-static build/test/process \
             >"$t/build.log" 2>&1; then
         { echo "not ok - $name: the mutant does not build"
           sed 's/^/#   /' "$t/build.log" | tail -5; } >"$tmp/$n.res"
@@ -115,7 +123,8 @@ try_mutant() {
                timeout 120 ./build/test/arith 2>&1 &&
                timeout 120 ./build/test/fast-path 2>&1 &&
                timeout 120 ./build/test/fallback-static 2>&1 &&
-               timeout 120 ./build/test/read 2>&1 ||
+               timeout 120 ./build/test/read 2>&1 &&
+               timeout 120 ./build/test/process none 2>&1 ||
                echo "not ok - the tests exit $? (timeout: 124)"; } |
              grep -m1 -E '^not ok' | sed -E 's/^not ok ([0-9]+ )?- //')
     if [[ -n $caught ]]; then

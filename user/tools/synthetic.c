@@ -178,8 +178,11 @@ void synthetic_tick(struct synthetic *s)
 	boot = now_ns(CLOCK_BOOTTIME);
 	tai = now_ns(CLOCK_TAI);
 	raw = now_ns(CLOCK_MONOTONIC_RAW);
-	mono_coarse = now_ns(CLOCK_MONOTONIC_COARSE);
-	real_coarse = now_ns(CLOCK_REALTIME_COARSE);
+	/* The two coarse clocks at one tick, as the kernel's timekeeper has them. */
+	do {
+		real_coarse = now_ns(CLOCK_REALTIME_COARSE);
+		mono_coarse = now_ns(CLOCK_MONOTONIC_COARSE);
+	} while (now_ns(CLOCK_REALTIME_COARSE) != real_coarse);
 	cycles = pvclock_now(s, __rdtsc());
 
 	/* Only this thread writes the cycles: the header's copy has none. */

@@ -1,0 +1,540 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The library at the edges of a process: each scenario in a child process
+ * of its own.
+ *
+ *   process LIBPVREAD.SO           children where MADV_WIPEONFORK is refused,
+ *                                  transient errors at the first mapping, a
+ *                                  record odd while the header's wait ran out
+ *   process --shim LIBPVREAD.SO    with libpvread-preload.so preloaded: the
+ *                                  program's libpvread.a and a dlopen()ed
+ *                                  libpvread.so share the shim's state
+ *
+ * The device is reached through syscall(SYS_openat), which this program
+ * defines (the library's syscall() is the program's): it fails, or opens
+ * a file holding a synthetic page, as a scenario says.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/pvread.h>
+
+#include "pvread.h"
+#include "synthetic.h"
+#include "tap.h"
+
+#define NSEC_PER_SEC 1000000000LL
+#define SLACK_NS 200000LL
+
+static int64_t ns_of(const struct timespec *ts)
+{
+	return ts->tv_sec * NSEC_PER_SEC + ts->tv_nsec;
+}
+
+/* The system call itself, for the calls the hook below does not take. */
+static long raw_syscall(long nr, long a, long b, long c, long d, long e,
+			long f)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long ret;
+
+	__asm__ __volatile__("syscall" : "=a"(ret)
+			     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10),
+			       "r"(r8), "r"(r9)
+			     : "rcx", "r11", "memory");
+	if (ret < 0 && ret > -4096) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
+
+/* What an openat() of the device does: shared with the children. */
+enum device { DEVICE_REAL, DEVICE_FAILS, DEVICE_FILE };
+struct hook {
+	int device;		/* DEVICE_* */
+	int error;		/* DEVICE_FAILS: this errno */
+	int opens;		/* openat() calls of the device */
+	char file[64];		/* DEVICE_FILE: this file instead */
+};
+static struct hook *hook;
+
+long syscall(long nr, ...)
+{
+	long a[6] = { 0 };
+	va_list ap;
+	int i, n;
+
+	/* No more arguments than the caller passed: the library's calls. */
+	switch (nr) {
+	case SYS_close:
+		n = 1;
+		break;
+	case SYS_clock_gettime:
+	case SYS_gettimeofday:
+		n = 2;
+		break;
+	case SYS_read:
+	case SYS_openat:
+	case SYS_getcpu:
+		n = 3;
+		break;
+	case SYS_readlinkat:
+		n = 4;
+		break;
+	default:
+		n = 6;
+	}
+	va_start(ap, nr);
+	for (i = 0; i < n; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (hook && nr == SYS_openat && !strcmp((const char *)a[1], PVREAD_DEVICE)) {
+		__atomic_fetch_add(&hook->opens, 1, __ATOMIC_SEQ_CST);
+		if (hook->device == DEVICE_FAILS) {
+			errno = hook->error;
+			return -1;
+		}
+		if (hook->device == DEVICE_FILE)
+			a[1] = (long)hook->file;
+	}
+	return raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+static int64_t sys_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	raw_syscall(SYS_clock_gettime, clock, (long)&ts, 0, 0, 0, 0);
+	return ns_of(&ts);
+}
+
+/* A scenario's exit status when this host cannot run it, and why. */
+#define SKIPPED 3
+static char *skip_reason;
+#define SKIP_REASON_LEN 160
+
+static int skip(const char *why)
+{
+	snprintf(skip_reason, SKIP_REASON_LEN, "%s", why);
+	return SKIPPED;
+}
+
+static void scenario(const char *what, int (*fn)(void))
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	skip_reason[0] = '\0';
+	if (hook)
+		memset(hook, 0, sizeof(*hook));
+	pid = fork();
+	if (pid == 0) {
+		int rc = fn();
+
+		fflush(stdout);
+		_exit(rc);
+	}
+	waitpid(pid, &status, 0);
+	if (WIFSIGNALED(status))
+		printf("# killed by signal %d\n", WTERMSIG(status));
+	if (WIFEXITED(status) && WEXITSTATUS(status) == SKIPPED &&
+	    skip_reason[0]) {
+		printf("ok %d - %s # SKIP %s\n", ++tap_count, what, skip_reason);
+		return;
+	}
+	tap_result(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", what);
+}
+
+static struct synthetic page;
+static const char *libpvread_so;
+static char **self_argv;
+
+/* @n reads of @clock bracketed by the system call: those outside. */
+static long bracketed(clockid_t clock, int n)
+{
+	struct timespec ts;
+	long bad = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		int64_t before = sys_ns(clock), after;
+
+		pvread_clock_gettime(clock, &ts);
+		after = sys_ns(clock);
+		bad += ns_of(&ts) < before - SLACK_NS ||
+		       ns_of(&ts) > after + SLACK_NS;
+	}
+	if (bad)
+		printf("# clock %d: %ld of %d readings outside the system calls (the last %lld ns from the kernel's)\n",
+		       (int)clock, bad, n,
+		       (long long)(ns_of(&ts) - sys_ns(clock)));
+	return bad;
+}
+
+/*
+ * Where MADV_WIPEONFORK is refused (here a seccomp filter that fails
+ * madvise() with EPERM, installed before this program was executed): a
+ * child of fork() made after unshare(CLONE_NEWTIME) is in the new time
+ * namespace, and its clocks must be that namespace's, not the parent's
+ * offsets it inherited.
+ */
+static int wipe_refused_child(void)
+{
+	static const char offsets[] = "monotonic 86400 0\nboottime 86400 0\n";
+	static const clockid_t shifted[] = { CLOCK_MONOTONIC,
+		CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME };
+	void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned int i;
+	int fd, status, refused;
+	long bad = 0;
+	pid_t pid;
+
+	/* As the library's constructor met it, before main(). */
+	refused = madvise(probe, 4096, MADV_WIPEONFORK) != 0;
+	printf("# madvise(MADV_WIPEONFORK) %s\n",
+	       refused ? "refused" : "not refused");
+	if (!refused)
+		return 1;
+	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
+	    pvread_use_page(page.hdr, page.size))
+		return 1;
+	synthetic_tick(&page);
+	for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+		bad += bracketed(shifted[i], 100);
+	if (unshare(CLONE_NEWTIME))
+		return skip(errno == EPERM ? "unshare(CLONE_NEWTIME): not permitted (needs CAP_SYS_ADMIN)" :
+			    "unshare(CLONE_NEWTIME): no time namespaces in this kernel");
+	fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0 || write(fd, offsets, sizeof(offsets) - 1) !=
+		      (ssize_t)sizeof(offsets) - 1) {
+		printf("# /proc/self/timens_offsets: %s\n", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	synthetic_tick(&page);
+	pid = fork();
+	if (pid == 0) {
+		long b = 0;
+
+		for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+			b += bracketed(shifted[i], 100);
+		_exit(b != 0);
+	}
+	waitpid(pid, &status, 0);
+	return bad || !WIFEXITED(status) || WEXITSTATUS(status);
+}
+
+/*
+ * A child of fork() in a namespace whose monotonic offset is its parent's
+ * (0) and whose boottime offset is not: the child's check of the
+ * monotonic offset passes, and cannot vouch for BOOTTIME's, which must be
+ * the kernel's.
+ */
+static int boottime_only_namespace(void)
+{
+	static const char offsets[] = "monotonic 0 0\nboottime 3600 0\n";
+	static const clockid_t shifted[] = { CLOCK_MONOTONIC,
+		CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME };
+	unsigned int i;
+	int fd, status;
+	long bad = 0;
+	pid_t pid;
+
+	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
+	    pvread_use_page(page.hdr, page.size))
+		return 1;
+	synthetic_tick(&page);
+	for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+		bad += bracketed(shifted[i], 100);
+	if (unshare(CLONE_NEWTIME))
+		return skip(errno == EPERM ? "unshare(CLONE_NEWTIME): not permitted (needs CAP_SYS_ADMIN)" :
+			    "unshare(CLONE_NEWTIME): no time namespaces in this kernel");
+	fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0 || write(fd, offsets, sizeof(offsets) - 1) !=
+		      (ssize_t)sizeof(offsets) - 1) {
+		printf("# /proc/self/timens_offsets: %s\n", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	synthetic_tick(&page);
+	pid = fork();
+	if (pid == 0) {
+		struct pvread_stats a, b;
+		long bb = 0;
+
+		pvread_get_stats_size(&a, sizeof(a));
+		for (i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+			bb += bracketed(shifted[i], 100);
+		pvread_get_stats_size(&b, sizeof(b));
+		printf("# in the child: %llu fallbacks for \"timens\" in 300 reads\n",
+		       (unsigned long long)(b.slow_by_reason[PVREAD_SLOW_TIMENS] -
+					    a.slow_by_reason[PVREAD_SLOW_TIMENS]));
+		_exit(bb != 0);
+	}
+	waitpid(pid, &status, 0);
+	return bad || !WIFEXITED(status) || WEXITSTATUS(status);
+}
+
+/* madvise() fails with EPERM, every other call is allowed. */
+static int refuse_madvise(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	       raw_syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, (long)&prog,
+			   0, 0, 0);
+}
+
+/* This program again, under the filter, for wipe_refused_child(). */
+static int wipe_refused(void)
+{
+	char *argv[] = { self_argv[0], "--wipe-refused", NULL };
+	int status;
+	pid_t pid = fork();
+
+	/* The exec'd program cannot say why it skips: ask here. */
+	if (pid == 0)
+		_exit(unshare(CLONE_NEWTIME) ? errno : 0);
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		return skip(WEXITSTATUS(status) == EPERM ? "unshare(CLONE_NEWTIME): not permitted (needs CAP_SYS_ADMIN)" :
+			    "unshare(CLONE_NEWTIME): no time namespaces in this kernel");
+
+	if (refuse_madvise()) {
+		printf("# seccomp: %s\n", strerror(errno));
+		return 1;
+	}
+	fflush(stdout);
+	execv("/proc/self/exe", argv);
+	printf("# execv: %s\n", strerror(errno));
+	return 1;
+}
+
+/* The synthetic page in a file, which the hook opens for the device. */
+static int page_file(void)
+{
+	int fd;
+
+	if (synthetic_init(&page, PVREAD_MODE_LINE))
+		return -1;
+	synthetic_tick(&page);
+	snprintf(hook->file, sizeof(hook->file), "/tmp/pvread-page.XXXXXX");
+	fd = mkstemp(hook->file);
+	if (fd < 0)
+		return -1;
+	if (write(fd, page.hdr, page.size) != (ssize_t)page.size) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/*
+ * A transient error at the first call (EMFILE): the kernel answers, and
+ * no call tries again at once; a call some time later does, and maps the
+ * device, now there.
+ */
+static int transient_error(void)
+{
+	struct pvread_info info;
+	struct timespec ts;
+	int64_t t0;
+	int i, first, later;
+
+	if (page_file())
+		return 1;
+	hook->device = DEVICE_FAILS;
+	hook->error = EMFILE;
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	for (i = 0; i < 1000; i++)
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	first = hook->opens;
+	hook->device = DEVICE_FILE;
+	t0 = sys_ns(CLOCK_MONOTONIC);
+	while (hook->opens == first && sys_ns(CLOCK_MONOTONIC) - t0 < 5 * NSEC_PER_SEC)
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	later = hook->opens;
+	pvread_get_info(&info);
+	printf("# EMFILE at the first call: %d opens in 1001 reads; then %d, %lld ms later; mapped %d\n",
+	       first, later - first,
+	       (long long)(sys_ns(CLOCK_MONOTONIC) - t0) / 1000000,
+	       info.mapped);
+	unlink(hook->file);
+	return first != 1 || later != 2 || !info.mapped;
+}
+
+/* ENOENT (no module): final, no call tries again. */
+static int definite_absence(void)
+{
+	struct timespec ts;
+	int64_t t0;
+
+	hook->device = DEVICE_FAILS;
+	hook->error = ENOENT;
+	t0 = sys_ns(CLOCK_MONOTONIC);
+	while (sys_ns(CLOCK_MONOTONIC) - t0 < 2 * NSEC_PER_SEC)
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	printf("# ENOENT at the first call: %d opens in 2 s of reads\n",
+	       hook->opens);
+	return hook->opens != 1;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void *complete_record(void *arg)
+{
+	struct timespec pause = { 0, 200 * 1000 * 1000 };
+	struct pvread_record *r = arg;
+
+	nanosleep(&pause, NULL);
+	__atomic_fetch_add(&r->pvclock.version, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * The header's update runs out of time while record 0 happens to be in an
+ * update of its own: only the header is remembered stuck.  A sample of
+ * record 0 then waits for its update to complete (200 ms later), instead
+ * of giving up at once.
+ */
+static int record_odd_at_header_stuck(void)
+{
+	struct pvread_record *r;
+	struct pvread_sample smp;
+	struct timespec ts;
+	pthread_t t;
+	int ret, err;
+
+	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
+	    pvread_use_page(page.hdr, page.size))
+		return 1;
+	synthetic_tick(&page);
+	pin(0);
+	r = synthetic_record(&page, 0);
+	synthetic_write_begin(&page);	/* and no end: the header is stuck */
+	r->pvclock.version++;		/* record 0 in an update */
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);	/* waits 1-2 s */
+	pthread_create(&t, NULL, complete_record, r);
+	errno = 0;
+	ret = pvread_sample_pvclock(&smp);
+	err = errno;
+	pthread_join(t, NULL);
+	printf("# record 0 odd when the header's wait ran out, complete 200 ms later: pvread_sample_pvclock %d (%s)\n",
+	       ret, ret ? strerror(err) : "sampled");
+	synthetic_write_end(&page);
+	return ret != 0;
+}
+
+/*
+ * With the shim preloaded: a copy of libpvread.so dlopen()ed RTLD_LOCAL,
+ * and this program's own libpvread.a, use the shim's state, which chose
+ * its page at load: pvread_use_page() through either is EBUSY.
+ */
+static int shim_and_copies(void)
+{
+	int (*use_page)(const void *, size_t);
+	struct timespec ts;
+	int r1, e1, r2, e2;
+	void *h;
+
+	if (!dlsym(RTLD_DEFAULT, "pvread_time"))
+		return skip("libpvread-preload.so is not preloaded");
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the shim's, as ever */
+	if (synthetic_init(&page, PVREAD_MODE_LINE))
+		return 1;
+	h = dlopen(libpvread_so, RTLD_NOW | RTLD_LOCAL);
+	*(void **)&use_page = h ? dlsym(h, "pvread_use_page") : NULL;
+	if (!use_page)
+		return 1;
+	errno = 0;
+	r1 = use_page(page.hdr, page.size);
+	e1 = errno;
+	errno = 0;
+	r2 = pvread_use_page(page.hdr, page.size);
+	e2 = errno;
+	printf("# pvread_use_page: through libpvread.so %d (%s), through the program's libpvread.a %d (%s)\n",
+	       r1, r1 ? strerrorname_np(e1) : "taken", r2,
+	       r2 ? strerrorname_np(e2) : "taken");
+	return r1 != -1 || e1 != EBUSY || r2 != -1 || e2 != EBUSY;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	self_argv = argv;
+	skip_reason = mmap(NULL, SKIP_REASON_LEN + sizeof(*hook),
+			   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			   -1, 0);
+	if (skip_reason == MAP_FAILED)
+		return 1;
+	if (argc == 2 && !strcmp(argv[1], "--wipe-refused")) {
+		int rc = wipe_refused_child();
+
+		if (rc == SKIPPED)
+			printf("# SKIP %s\n", skip_reason);
+		return rc;
+	}
+	hook = (struct hook *)(skip_reason + SKIP_REASON_LEN);
+	if (argc == 3 && !strcmp(argv[1], "--shim")) {
+		libpvread_so = argv[2];
+		tap_plan(1);
+		scenario("with the shim preloaded, a dlopen()ed libpvread.so and the program's libpvread.a share its state",
+			 shim_and_copies);
+		return tap_exit();
+	}
+	if (argc != 2) {
+		fprintf(stderr, "usage: process [--shim] LIBPVREAD.SO\n");
+		return 2;
+	}
+	libpvread_so = argv[1];
+	tap_plan(5);
+	scenario("MADV_WIPEONFORK refused: a child forked after unshare(CLONE_NEWTIME) reads its own namespace's clocks",
+		 wipe_refused);
+	scenario("a child in a namespace that shifts BOOTTIME alone: its monotonic offset checked, BOOTTIME the kernel's",
+		 boottime_only_namespace);
+	scenario("EMFILE at the first call: the kernel answers, a later call maps (not at once, not never)",
+		 transient_error);
+	scenario("ENOENT at the first call: final, no second open", definite_absence);
+	scenario("a record odd when only the header's wait ran out is not remembered stuck: a sample waits for it",
+		 record_odd_at_header_stuck);
+	return tap_exit();
+}
