@@ -121,7 +121,7 @@ struct pvread_info {
 	uint64_t error_bound_ns;	/* the module's estimate: pvread(3) */
 	uint64_t spread_ns;	/* records' disagreement at the last update */
 	uint64_t updates;	/* timekeeper updates mirrored */
-	uint64_t tolerance_ns;	/* PVREAD_MAX_ERROR_NS in force */
+	uint64_t tolerance_ns;	/* PVREAD_MAX_ERROR_NS in force: pvread(3) */
 	int64_t last_update_ns;	/* CLOCK_MONOTONIC of the last update mirrored */
 	uint32_t stable_record;	/* 0: the page has had no stable mode since
 				 * its ABI version 3 (libpvread 0.4) */

@@ -61,6 +61,7 @@ PVREAD_HIDDEN int pvread_kernel_has_vdso(void);
 /* The page is written concurrently by Xen and the module. */
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define RMB() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
 /*
  * A time namespace's offsets (time_namespaces(7)), added as the kernel's
@@ -90,6 +91,13 @@ struct mapping {
 	const unsigned char *records;	/* NULL: only the header is mapped */
 	uint32_t nr_records;
 	uint32_t stride;
+	/*
+	 * PVREAD_MAX_ERROR_NS, or the default; what reads are held to: that,
+	 * less in a child the width of its CLOCK_BOOTTIME check (mapping.c's
+	 * boottime_known()), written by the thread that checks while others
+	 * may read it (LOAD(), STORE()).
+	 */
+	uint64_t tolerance_asked_ns;
 	uint64_t tolerance_ns;
 	uint32_t tsc_read;	/* FAST_RDTSCP or 0: tsc_read_choice() */
 	size_t device_size;	/* bytes of /dev/pvread mapped here, else 0 */
@@ -125,6 +133,14 @@ enum { MAP_UNTRIED, MAP_BUSY, MAP_READY, MAP_ABSENT, MAP_RETRY };
  * again).  The thread that maps stores NS_CHECKED before MAP_READY.
  */
 enum { NS_UNCHECKED, NS_CHECKING, NS_CHECKED };
+
+/*
+ * A child's check of its boottime offset: brackets of clock calls taken
+ * at one check, and checks that could not tell before CLOCK_BOOTTIME is
+ * left to the kernel for good.
+ */
+#define BOOT_BRACKETS 4
+#define BOOT_CHECKS 16
 
 /*
  * Per-process floors of the clocks that must never go back, a cache line
@@ -243,9 +259,21 @@ enum { SEEN_NEVER, SEEN_KERNEL, SEEN_FLOOR, SEEN_LINE, SEEN_HOLDING };
  *     kernel's REALTIME_COARSE changed across the reads) or a page update
  *     in progress: the kernel answers, and the next slow call checks
  *     again.
- *   - CLOCK_BOOTTIME's offset cannot be checked so (no coarse BOOTTIME):
- *     in a forked child it is the kernel's, unless the kernel has no time
- *     namespaces at all.
+ *   - CLOCK_BOOTTIME's offset cannot be checked so (there is no coarse
+ *     BOOTTIME).  Once the monotonic one agrees, the kernel's BOOTTIME is
+ *     read between two of its MONOTONIC (clock calls: system calls with
+ *     the xen clocksource, which a filter that lets the program read the
+ *     clock allows): their difference is the page's monotonic_to_boot
+ *     plus the child's boottime offset less its monotonic one, within the
+ *     bracket.  The inherited offset outside a bracket is not the
+ *     child's: BOOTTIME is the kernel's.  Inside each of BOOT_BRACKETS,
+ *     the child's offset is the parent's to within the narrowest bracket
+ *     (a namespace made to shift BOOTTIME by less than that more than its
+ *     parent's, and MONOTONIC by exactly as much, is not told apart), and
+ *     that width comes off the process's tolerance: no reading strays
+ *     further from the kernel's answer than PVREAD_MAX_ERROR_NS.  No
+ *     bracket (a page update, a clock call failed): the kernel answers
+ *     BOOTTIME and a later call checks again, BOOT_CHECKS times at most.
  *   - Where the check finds another namespace, or the parent's offsets
  *     were its children's already (it had unshared before it read them),
  *     the process uses time namespaces itself: the child reads its offsets
@@ -320,6 +348,8 @@ struct process {
 	_Atomic uint32_t ns_known;
 	/* NS_*, above. */
 	_Atomic int ns_check;
+	/* Checks of the boottime offset that could not tell (NS_CHECKING's). */
+	int boot_checks;
 	/* SEEN_*, above. */
 	_Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
 	/* struct floor, above. */

@@ -215,7 +215,8 @@ static bool adopt_page(struct process *proc, const void *p, size_t size)
 		     (const unsigned char *)p + h->record_offset : NULL;
 	m->nr_records = h->nr_records;
 	m->stride = h->record_stride;
-	m->tolerance_ns = tolerance_from_env();
+	m->tolerance_asked_ns = tolerance_from_env();
+	STORE(m->tolerance_ns, m->tolerance_asked_ns);
 	m->device_size = 0;
 	read_timens(&m->ns);
 	atomic_store(&proc->adopted_size, size);
@@ -681,6 +682,102 @@ static int monotonic_offset_agrees(const struct process *p)
 }
 
 /*
+ * The page's CLOCK_BOOTTIME less its CLOCK_MONOTONIC: the kernel's
+ * monotonic_to_boot, exactly (the two bases share the timekeeper's
+ * fraction), at one update; false while one is being written.
+ */
+static bool page_boot_offset(const struct pvread_header *h, uint64_t *d)
+{
+	const struct pvread_clock_base *pb = &h->tk.base[CLOCK_BOOTTIME];
+	const struct pvread_clock_base *pm = &h->tk.base[CLOCK_MONOTONIC];
+	uint64_t bsec, bsn, msec, msn;
+	uint32_t seq, shift;
+
+	seq = LOAD(h->seq);
+	RMB();
+	bsec = (uint64_t)LOAD(pb->sec);
+	bsn = LOAD(pb->snsec);
+	msec = (uint64_t)LOAD(pm->sec);
+	msn = LOAD(pm->snsec);
+	shift = LOAD(h->tk.shift);
+	RMB();
+	if ((seq & 1) || LOAD(h->seq) != seq || shift > 32)
+		return false;
+	/* Exact: the module's fractions differ by whole ns << shift. */
+	*d = (bsec - msec) * NSEC_PER_SEC +
+	     (uint64_t)((int64_t)(bsn - msn) / ((int64_t)1 << shift));
+	return true;
+}
+
+/*
+ * 1: this process's boottime offset is the one map.ns holds, to within
+ * *@width ns; -1: it is not; 0: cannot tell now.  Called once the
+ * monotonic offset agrees.  The kernel's CLOCK_BOOTTIME less its
+ * CLOCK_MONOTONIC is the page's monotonic_to_boot plus this namespace's
+ * boottime offset less its monotonic one: read between two MONOTONIC
+ * readings, it lies in [b - m2, b - m1], a bracket of m2 - m1 ns around
+ * the true difference.  Clock calls only (system calls with the xen
+ * clocksource, which any filter that lets the program read the clock
+ * allows).  The inherited offset outside a bracket is not this process's
+ * (the page's difference did not change across it: no resume between);
+ * inside every one, it differs by less than the narrowest: that width is
+ * taken from the process's tolerance (pvread_check_child()).
+ */
+static int boottime_offset_agrees(const struct process *p, uint64_t *width)
+{
+	const struct pvread_header *h = p->map.hdr;
+	const struct timens *ns = &p->map.ns;
+	uint64_t d, d2, want, best = UINT64_MAX;
+	struct timespec t1, tb, t2;
+	int64_t lo, hi, w;
+	int i;
+
+	for (i = 0; i < BOOT_BRACKETS; i++) {
+		if (!page_boot_offset(h, &d) ||
+		    pvread_kernel_clock_gettime(CLOCK_MONOTONIC, &t1) ||
+		    pvread_kernel_clock_gettime(CLOCK_BOOTTIME, &tb) ||
+		    pvread_kernel_clock_gettime(CLOCK_MONOTONIC, &t2) ||
+		    !page_boot_offset(h, &d2) || d2 != d)
+			continue;
+		want = d + (uint64_t)ns->sec[CLOCK_BOOTTIME] * NSEC_PER_SEC +
+		       (uint64_t)ns->nsec[CLOCK_BOOTTIME] -
+		       (uint64_t)ns->sec[CLOCK_MONOTONIC] * NSEC_PER_SEC -
+		       (uint64_t)ns->nsec[CLOCK_MONOTONIC];
+		lo = (int64_t)((uint64_t)ns_of(&tb) - (uint64_t)ns_of(&t2));
+		hi = (int64_t)((uint64_t)ns_of(&tb) - (uint64_t)ns_of(&t1));
+		w = hi - lo;
+		if (w < 0)
+			continue;
+		if ((int64_t)(want - (uint64_t)lo) < 0 ||
+		    (int64_t)((uint64_t)hi - want) < 0)
+			return -1;
+		if ((uint64_t)w < best)
+			best = (uint64_t)w;
+	}
+	if (best == UINT64_MAX)
+		return 0;
+	*width = best;
+	return 1;
+}
+
+/*
+ * The clocks whose offsets a child whose monotonic offset agrees knows:
+ * BOOTTIME too if its boottime offset agrees, with the process's tolerance
+ * less the bracket's width (what the offset may be off by), so that no
+ * reading is further from the kernel's than the tolerance allows.
+ */
+static uint32_t boottime_known(struct process *p)
+{
+	uint64_t width, asked = p->map.tolerance_asked_ns;
+	int agrees = boottime_offset_agrees(p, &width);
+
+	if (agrees <= 0)
+		return CLOCKS_ALL & ~BIT_OF(CLOCK_BOOTTIME);
+	STORE(p->map.tolerance_ns, asked > width ? asked - width : 0);
+	return CLOCKS_ALL;
+}
+
+/*
  * A child's first slow call: are the offsets it inherited its own?  See
  * struct process in internal.h.  By one thread at a time (NS_CHECKING);
  * the others are answered by the kernel meanwhile for the clocks a
@@ -702,8 +799,12 @@ __attribute__((noinline, cold)) void pvread_check_child(struct process *p)
 		known = CLOCKS_PLAIN;
 	} else if (!ns->childrens &&
 		   (agrees = monotonic_offset_agrees(p)) >= 0) {
-		known = agrees ? CLOCKS_ALL & ~BIT_OF(CLOCK_BOOTTIME) :
-			CLOCKS_PLAIN;
+		known = CLOCKS_PLAIN;
+		if (agrees)
+			known = boottime_known(p);
+		if (agrees && !clock_in(known, CLOCK_BOOTTIME) &&
+		    ++p->boot_checks < BOOT_CHECKS)
+			agrees = 0;	/* the next slow call checks again */
 	} else {
 		/* This process uses time namespaces: its own, from /proc. */
 		saved_errno = errno;
@@ -713,6 +814,7 @@ __attribute__((noinline, cold)) void pvread_check_child(struct process *p)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		errno = saved_errno;
 		known = timens_known(ns);
+		STORE(p->map.tolerance_ns, p->map.tolerance_asked_ns);
 		agrees = 1;
 	}
 	atomic_store_explicit(&p->ns_known, known, memory_order_release);

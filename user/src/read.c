@@ -156,7 +156,7 @@ static ALWAYS_INLINE enum read_result header_ok(const struct process *p,
 {
 	if (unlikely(LOAD(h->mode) != PVREAD_MODE_LINE))
 		return confirmed(h, seq, READ_NO_MODE);
-	if (unlikely(LOAD(h->error_bound_ns) > p->map.tolerance_ns))
+	if (unlikely(LOAD(h->error_bound_ns) > LOAD(p->map.tolerance_ns)))
 		return confirmed(h, seq, READ_NO_BOUND);
 	return READ_OK;
 }

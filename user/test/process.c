@@ -299,6 +299,58 @@ static int boottime_only_namespace(void)
 	return bad || !WIFEXITED(status) || WEXITSTATUS(status);
 }
 
+/*
+ * A child of fork() in its parent's time namespace: one check of its
+ * offsets at its first call (the vDSO's coarse clocks for the monotonic
+ * one, a bracket of clock calls for the boottime one), then CLOCK_BOOTTIME
+ * from the page like the others, the check's width taken off the
+ * tolerance (pvread_get_info() says so), and none of it in the parent.
+ */
+static int child_boottime_from_page(void)
+{
+	struct pvread_info before, parent, child;
+	uint64_t *shared;
+	int status;
+	long bad = 0;
+	pid_t pid;
+
+	shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shared == MAP_FAILED ||
+	    synthetic_init(&page, PVREAD_MODE_LINE) ||
+	    pvread_use_page(page.hdr, page.size))
+		return 1;
+	synthetic_tick(&page);
+	bad += bracketed(CLOCK_BOOTTIME, 100);
+	if (pvread_get_info(&before))
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		struct pvread_stats a, b;
+		long bb;
+
+		bb = bracketed(CLOCK_BOOTTIME, 1);	/* the check */
+		pvread_get_stats_size(&a, sizeof(a));
+		bb += bracketed(CLOCK_BOOTTIME, 1000);
+		pvread_get_stats_size(&b, sizeof(b));
+		if (pvread_get_info(&child))
+			_exit(1);
+		shared[0] = b.slow - a.slow;
+		shared[1] = child.tolerance_ns;
+		_exit(bb != 0);
+	}
+	waitpid(pid, &status, 0);
+	if (pvread_get_info(&parent))
+		return 1;
+	printf("# the child: %llu of 1000 BOOTTIME readings after its check from the kernel; tolerance %llu ns (the parent's %llu, before the fork %llu)\n",
+	       (unsigned long long)shared[0], (unsigned long long)shared[1],
+	       (unsigned long long)parent.tolerance_ns,
+	       (unsigned long long)before.tolerance_ns);
+	return bad || !WIFEXITED(status) || WEXITSTATUS(status) ||
+	       shared[0] || shared[1] >= parent.tolerance_ns ||
+	       parent.tolerance_ns != before.tolerance_ns;
+}
+
 /* madvise() fails with EPERM, every other call is allowed. */
 static int refuse_madvise(void)
 {
@@ -526,7 +578,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	libpvread_so = argv[1];
-	tap_plan(5);
+	tap_plan(6);
+	scenario("a child forked in its parent's time namespace: CLOCK_BOOTTIME from the page after one check, its width off the child's tolerance",
+		 child_boottime_from_page);
 	scenario("MADV_WIPEONFORK refused: a child forked after unshare(CLONE_NEWTIME) reads its own namespace's clocks",
 		 wipe_refused);
 	scenario("a child in a namespace that shifts BOOTTIME alone: its monotonic offset checked, BOOTTIME the kernel's",

@@ -158,6 +158,31 @@ static int64_t offset(struct synthetic *s, int i, int64_t measured)
 	return s->offset[i];
 }
 
+/*
+ * The kernel's CLOCK_BOOTTIME less its CLOCK_MONOTONIC (monotonic_to_boot),
+ * which the module publishes exactly: here the middle of the tightest of
+ * many brackets (BOOTTIME between two MONOTONIC), so that a child's check
+ * of its boottime offset (mapping.c), which wants the page's difference
+ * inside its own bracket, finds it there as it would the module's.
+ */
+static int64_t boot_offset_estimate(void)
+{
+	int64_t lo = INT64_MIN, hi = INT64_MAX;
+	int i;
+
+	for (i = 0; i < 256; i++) {
+		int64_t m1 = (int64_t)now_ns(CLOCK_MONOTONIC);
+		int64_t b = (int64_t)now_ns(CLOCK_BOOTTIME);
+		int64_t m2 = (int64_t)now_ns(CLOCK_MONOTONIC);
+
+		if (b - m2 > lo)
+			lo = b - m2;
+		if (b - m1 < hi)
+			hi = b - m1;
+	}
+	return lo + (hi - lo) / 2;
+}
+
 /* The whole timekeeper, past the records, as the module writes it. */
 static struct pvread_timekeeper *priv_tk(struct synthetic *s)
 {
@@ -183,6 +208,10 @@ void synthetic_tick(struct synthetic *s)
 		real_coarse = now_ns(CLOCK_REALTIME_COARSE);
 		mono_coarse = now_ns(CLOCK_MONOTONIC_COARSE);
 	} while (now_ns(CLOCK_REALTIME_COARSE) != real_coarse);
+	/* Before the write section: the estimate takes a few microseconds. */
+	if (!s->hdr->updates || (int64_t)(boot - mono) - s->offset[1] > 1000000 ||
+	    (int64_t)(boot - mono) - s->offset[1] < -1000000)
+		s->offset[1] = boot_offset_estimate();
 	cycles = pvclock_now(s, __rdtsc());
 
 	/* Only this thread writes the cycles: the header's copy has none. */
@@ -204,8 +233,7 @@ void synthetic_tick(struct synthetic *s)
 	set_base(&tk->base[CLOCK_MONOTONIC], ours, sh);
 	set_base(&tk->base[CLOCK_REALTIME],
 		 ours + offset(s, 0, (int64_t)(real - mono)), sh);
-	set_base(&tk->base[CLOCK_BOOTTIME],
-		 ours + offset(s, 1, (int64_t)(boot - mono)), sh);
+	set_base(&tk->base[CLOCK_BOOTTIME], ours + s->offset[1], sh);
 	set_base(&tk->base[CLOCK_TAI],
 		 ours + offset(s, 2, (int64_t)(tai - mono)), sh);
 	set_base(&tk->base[CLOCK_MONOTONIC_RAW], ours_raw, sh);
@@ -346,7 +374,7 @@ static void anchor_line(struct synthetic *s, uint64_t mono, uint64_t tsc_mono,
 	for (i = 0; i < 3; i++)
 		set_line_base(&l->base[i == 0 ? CLOCK_REALTIME :
 				       i == 1 ? CLOCK_BOOTTIME : CLOCK_TAI],
-			      v + ((__int128)s->offset[i] << 32));
+			      v + (__int128)s->offset[i] * ((__int128)1 << 32));
 	set_line_base(&l->base[CLOCK_MONOTONIC_RAW], v_raw);
 	STORE(l->anchors, l->anchors + 1);
 	s->line_update_tsc = tsc;
