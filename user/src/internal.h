@@ -628,6 +628,52 @@ PVREAD_HIDDEN __attribute__((noinline))
 int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
 			      struct timespec *ts, enum pvread_slow_reason why);
 PVREAD_HIDDEN __attribute__((noinline, cold))
+void pvread_settle_answer(struct process *p, clockid_t clock,
+			  struct timespec *ts);
+
+/*
+ * The kernel's answer: the one fallback of every read
+ * (pvread_slow_clock_gettime()), and inline where the page is in mode
+ * none, so that such a read costs little more than libc's.  For the clocks
+ * that never go back, once this process has returned page readings of
+ * them, lifted towards the line and held by the floor (order.c's
+ * pvread_settle_answer()); before that, the kernel's answer as it is
+ * (KERNEL, noted once): the load of mode_seen after the kernel's read is
+ * what lets a thread that starts reading the page wait these answers out
+ * (SEEN_*, above).  @p: NULL without a mapping (yet).
+ */
+static ALWAYS_INLINE int kernel_answer(struct process *p, clockid_t clock,
+				       struct timespec *ts,
+				       enum pvread_slow_reason why)
+{
+	uint32_t seen;
+	int ret;
+
+	pvread_thread_stats.slow++;
+	pvread_thread_stats.slow_by_reason[why]++;
+	ret = pvread_kernel_clock_gettime(clock, ts);
+	if (unlikely(ret) ||
+	    !clock_in(CLOCKS_NOTED | BIT_OF(CLOCK_MONOTONIC_COARSE), clock))
+		return ret;
+	/* Mapping in progress in another thread: its mode_seen is NEVER. */
+	if (unlikely(!p))
+		p = atomic_load_explicit(&pvread_process, memory_order_acquire);
+	if (unlikely(!p))
+		return ret;
+	/*
+	 * The kernel's answers only, so far: as they are (a wall clock's
+	 * NEVER too: it keeps no floor).
+	 */
+	seen = atomic_load(&p->mode_seen[clock]);
+	if (likely(seen == SEEN_KERNEL || (seen == SEEN_NEVER && is_wall(clock))) &&
+	    (clock != CLOCK_MONOTONIC_COARSE ||
+	     likely(atomic_load(&p->mode_seen[CLOCK_MONOTONIC]) ==
+		    SEEN_KERNEL)))
+		return ret;
+	pvread_settle_answer(p, clock, ts);
+	return ret;
+}
+PVREAD_HIDDEN __attribute__((noinline, cold))
 int pvread_page_reading(struct process *p, clockid_t clock,
 			struct timespec *ts);
 

@@ -318,18 +318,10 @@ static void lift_wall(struct process *p, clockid_t clock, struct timespec *ts)
 		not_below_line(p, clock, ts, false);
 }
 
-/*
- * The kernel's answer: the one fallback of every read.  For the clocks
- * that never go back, once this process has returned page readings of
- * them, lifted towards the line and held by the floor (settle()); before
- * that, the kernel's answer as it is (KERNEL, noted once): the load of
- * mode_seen after the kernel's read is what lets a thread that starts
- * reading the page wait these answers out (internal.h).  @p: NULL without
- * a mapping (yet).
- */
-/* pvread_slow_clock_gettime() once the process has read the page. */
-static __attribute__((noinline, cold))
-void settle_answer(struct process *p, clockid_t clock, struct timespec *ts)
+/* The kernel's answer once the process has read the page: internal.h. */
+__attribute__((noinline, cold))
+void pvread_settle_answer(struct process *p, clockid_t clock,
+			  struct timespec *ts)
 {
 	if (is_wall(clock))
 		lift_wall(p, clock, ts);
@@ -339,37 +331,11 @@ void settle_answer(struct process *p, clockid_t clock, struct timespec *ts)
 		settle(p, clock, ts);
 }
 
-/* Not cold: where the page is absent or in mode none, every read's. */
 __attribute__((noinline))
 int pvread_slow_clock_gettime(struct process *p, clockid_t clock,
 			      struct timespec *ts, enum pvread_slow_reason why)
 {
-	uint32_t seen;
-	int ret;
-
-	pvread_thread_stats.slow++;
-	pvread_thread_stats.slow_by_reason[why]++;
-	ret = pvread_kernel_clock_gettime(clock, ts);
-	if (unlikely(ret) ||
-	    !clock_in(CLOCKS_NOTED | BIT_OF(CLOCK_MONOTONIC_COARSE), clock))
-		return ret;
-	/* Mapping in progress in another thread: its mode_seen is NEVER. */
-	if (unlikely(!p))
-		p = atomic_load_explicit(&pvread_process, memory_order_acquire);
-	if (unlikely(!p))
-		return ret;
-	/*
-	 * The kernel's answers only, so far: as they are (a wall clock's
-	 * NEVER too: it keeps no floor).
-	 */
-	seen = atomic_load(&p->mode_seen[clock]);
-	if (likely(seen == SEEN_KERNEL || (seen == SEEN_NEVER && is_wall(clock))) &&
-	    (clock != CLOCK_MONOTONIC_COARSE ||
-	     likely(atomic_load(&p->mode_seen[CLOCK_MONOTONIC]) ==
-		    SEEN_KERNEL)))
-		return ret;
-	settle_answer(p, clock, ts);
-	return ret;
+	return kernel_answer(p, clock, ts, why);
 }
 
 /*

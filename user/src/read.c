@@ -445,8 +445,7 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 	r = try_read(p, fast, clock, &v, false);
 	if (unlikely(r != READ_OK))
 		return r == READ_NO_MODE ?
-		       pvread_slow_clock_gettime(p, clock, ts,
-						 PVREAD_SLOW_MODE) :
+		       kernel_answer(p, clock, ts, PVREAD_SLOW_MODE) :
 		       gettime_again(p, clock, ts, r);
 	ts->tv_sec = v.sec;
 	ts->tv_nsec = (long)v.ns;
