@@ -213,7 +213,7 @@ static int get_info(struct pvread_info *info)
 		return 0;
 	h = m->hdr;
 	info->mapped = 1;
-	info->tolerance_ns = LOAD(m->tolerance_ns);
+	info->tolerance_ns = m->tolerance_ns;
 	info->nr_records = m->nr_records;
 	for (;;) {
 		seq = LOAD(h->seq);

@@ -91,13 +91,6 @@ struct mapping {
 	const unsigned char *records;	/* NULL: only the header is mapped */
 	uint32_t nr_records;
 	uint32_t stride;
-	/*
-	 * PVREAD_MAX_ERROR_NS, or the default; what reads are held to: that,
-	 * less in a child the width of its CLOCK_BOOTTIME check (mapping.c's
-	 * boottime_known()), written by the thread that checks while others
-	 * may read it (LOAD(), STORE()).
-	 */
-	uint64_t tolerance_asked_ns;
 	uint64_t tolerance_ns;
 	uint32_t tsc_read;	/* FAST_RDTSCP or 0: tsc_read_choice() */
 	size_t device_size;	/* bytes of /dev/pvread mapped here, else 0 */
@@ -226,7 +219,7 @@ enum { SEEN_NEVER, SEEN_KERNEL, SEEN_FLOOR, SEEN_LINE, SEEN_HOLDING };
  * change to struct process, struct mapping, struct timens, struct floor,
  * the MAP_, NS_, MODE_SEEN_ values or the rules written here.
  */
-#define PROCESS_LAYOUT 1
+#define PROCESS_LAYOUT 2
 
 /*
  * Everything this process knows, in two pages of its own (mapping.c's
@@ -252,28 +245,32 @@ enum { SEEN_NEVER, SEEN_KERNEL, SEEN_FLOOR, SEEN_LINE, SEEN_HOLDING };
  *     and CLONE_NEWTIME), perhaps after it read its offsets.  The kernel's
  *     CLOCK_MONOTONIC_COARSE less its REALTIME_COARSE (the vDSO's, no
  *     system call; namespaced, and no namespace shifts REALTIME), at one
- *     tick, is compared with the same difference in the page, at one
- *     update, plus the inherited monotonic offset: equal, however old the
- *     page, the offset is the child's, and CLOCK_MONOTONIC, _RAW and
- *     _COARSE are read from the page again.  Not at one tick (the
- *     kernel's REALTIME_COARSE changed across the reads) or a page update
- *     in progress: the kernel answers, and the next slow call checks
- *     again.
+ *     tick, is compared with the page's fine MONOTONIC less its REALTIME
+ *     (wall_to_monotonic, exactly; not its coarse bases, which the module
+ *     may hold), at one update, plus the inherited monotonic offset:
+ *     equal, however old the page, the offset is the child's, and
+ *     CLOCK_MONOTONIC, _RAW and _COARSE are read from the page again.  Not
+ *     at one tick (the kernel's REALTIME_COARSE changed across the reads)
+ *     or a page update in progress: the kernel answers, and the next slow
+ *     call checks again.
  *   - CLOCK_BOOTTIME's offset cannot be checked so (there is no coarse
  *     BOOTTIME).  Once the monotonic one agrees, the kernel's BOOTTIME is
  *     read between two of its MONOTONIC (clock calls: system calls with
  *     the xen clocksource, which a filter that lets the program read the
  *     clock allows): their difference is the page's monotonic_to_boot
  *     plus the child's boottime offset less its monotonic one, within the
- *     bracket.  The inherited offset outside a bracket is not the
+ *     bracket.  The inherited offsets outside a bracket are not the
  *     child's: BOOTTIME is the kernel's.  Inside each of BOOT_BRACKETS,
  *     the child's offset is the parent's to within the narrowest bracket
  *     (a namespace made to shift BOOTTIME by less than that more than its
  *     parent's, and MONOTONIC by exactly as much, is not told apart), and
- *     that width comes off the process's tolerance: no reading strays
- *     further from the kernel's answer than PVREAD_MAX_ERROR_NS.  No
- *     bracket (a page update, a clock call failed): the kernel answers
- *     BOOTTIME and a later call checks again, BOOT_CHECKS times at most.
+ *     that width comes off BOOTTIME's tolerance (boot_tolerance_ns): no
+ *     reading strays further from the kernel's answer than
+ *     PVREAD_MAX_ERROR_NS.  A width above an eighth of the tolerance, a
+ *     page update, a clock call that failed: the kernel answers BOOTTIME
+ *     and a later call checks again, BOOT_CHECKS times at most; a re-check
+ *     takes the boottime brackets alone (other threads read map.ns once
+ *     MONOTONIC is known: nothing rewrites it then).
  *   - Where the check finds another namespace, or the parent's offsets
  *     were its children's already (it had unshared before it read them),
  *     the process uses time namespaces itself: the child reads its offsets
@@ -325,6 +322,12 @@ struct process {
 	 */
 	_Atomic int copies;
 	bool wipe_refused;	/* madvise(MADV_WIPEONFORK) failed */
+	/*
+	 * 1 while a child's check rewrites map.ns from /proc (seq_cst, by the
+	 * thread that checks): a child forked meanwhile, which may hold half
+	 * of them, reads its own.
+	 */
+	_Atomic int ns_rewriting;
 
 	/* Zeroed in every child (above), from here on. */
 	/*
@@ -350,6 +353,14 @@ struct process {
 	_Atomic int ns_check;
 	/* Checks of the boottime offset that could not tell (NS_CHECKING's). */
 	int boot_checks;
+	/*
+	 * CLOCK_BOOTTIME's tolerance: map.tolerance_ns where the offsets were
+	 * read from /proc, less a child's check's width where it checked them
+	 * (mapping.c's boottime_offset_agrees()).  Stored relaxed before the
+	 * release store of ns_known that makes BOOTTIME known; loaded relaxed
+	 * (by a reader that loaded fast_clocks with acquire).
+	 */
+	uint64_t boot_tolerance_ns;
 	/* SEEN_*, above. */
 	_Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
 	/* struct floor, above. */

@@ -215,8 +215,7 @@ static bool adopt_page(struct process *proc, const void *p, size_t size)
 		     (const unsigned char *)p + h->record_offset : NULL;
 	m->nr_records = h->nr_records;
 	m->stride = h->record_stride;
-	m->tolerance_asked_ns = tolerance_from_env();
-	STORE(m->tolerance_ns, m->tolerance_asked_ns);
+	m->tolerance_ns = tolerance_from_env();
 	m->device_size = 0;
 	read_timens(&m->ns);
 	atomic_store(&proc->adopted_size, size);
@@ -571,6 +570,7 @@ static int make_mapping(struct process *p,
 	if (made > 0) {
 		p->map.tsc_read = tsc_read_how;
 		known = timens_known(&p->map.ns);
+		STORE(p->boot_tolerance_ns, p->map.tolerance_ns);
 		atomic_store_explicit(&p->ns_known, known,
 				      memory_order_release);
 		atomic_store_explicit(&p->ns_check, NS_CHECKED,
@@ -638,90 +638,90 @@ void pvread_map_now(void)
 }
 
 /*
- * 1: this process's monotonic offset is the one map.ns holds; -1: it is
- * not (or the wall clock was stepped since the page's last update); 0:
- * cannot tell now.  MONOTONIC_COARSE less REALTIME_COARSE (the kernel's
- * wall_to_monotonic, plus a namespace's monotonic offset: no namespace
- * shifts REALTIME), the kernel's at one tick (its REALTIME_COARSE the same
- * before and after) against the page's at one update plus the offset:
- * exactly equal in the same namespace, however old the page.  No system
- * call where the kernel has a vDSO, which serves the coarse clocks in
- * every clocksource mode.
+ * The page's fine @a less its fine @b, in ns, at one update: exact, for
+ * the fine bases share the timekeeper's fraction (the module's differ by
+ * whole ns << shift): REALTIME and MONOTONIC by wall_to_monotonic, BOOTTIME
+ * and MONOTONIC by monotonic_to_boot.  0 while an update is being written,
+ * or before the first; -1 for values no module writes.
  */
-static int monotonic_offset_agrees(const struct process *p)
+static int page_base_diff(const struct pvread_header *h, clockid_t a,
+			  clockid_t b, uint64_t *d)
 {
-	const struct pvread_header *h = p->map.hdr;
-	const struct pvread_clock_base *pm = &h->tk.base[CLOCK_MONOTONIC_COARSE];
-	const struct pvread_clock_base *pr = &h->tk.base[CLOCK_REALTIME_COARSE];
-	uint64_t msec, mns, rsec, rns, kernel, page;
-	struct timespec r1, m, r2;
-	uint32_t seq;
+	const struct pvread_clock_base *pa = &h->tk.base[a];
+	const struct pvread_clock_base *pb = &h->tk.base[b];
+	uint64_t asec, asn, bsec, bsn;
+	uint32_t seq, shift;
 
 	seq = LOAD(h->seq);
 	RMB();
-	msec = LOAD(pm->sec);
-	mns = LOAD(pm->snsec);
-	rsec = LOAD(pr->sec);
-	rns = LOAD(pr->snsec);
+	asec = (uint64_t)LOAD(pa->sec);
+	asn = LOAD(pa->snsec);
+	bsec = (uint64_t)LOAD(pb->sec);
+	bsn = LOAD(pb->snsec);
+	shift = LOAD(h->tk.shift);
 	RMB();
-	/* No timekeeper written yet: nothing to compare with. */
-	if ((seq & 1) || LOAD(h->seq) != seq || (!rsec && !rns))
+	if ((seq & 1) || LOAD(h->seq) != seq || (!asec && !asn))
 		return 0;
+	if (shift > 32)
+		return -1;
+	*d = (asec - bsec) * NSEC_PER_SEC +
+	     (uint64_t)((int64_t)(asn - bsn) / ((int64_t)1 << shift));
+	return 1;
+}
+
+/* A time namespace offset of @clock, in ns (unsigned: wraps, never UB). */
+static uint64_t offset_ns(const struct timens *ns, clockid_t clock)
+{
+	return (uint64_t)ns->sec[clock] * NSEC_PER_SEC +
+	       (uint64_t)ns->nsec[clock];
+}
+
+/*
+ * 1: this process's monotonic offset is the one map.ns holds; -1: it is
+ * not (or the wall clock was stepped since the page's last update); 0:
+ * cannot tell now.  The kernel's MONOTONIC_COARSE less its REALTIME_COARSE
+ * at one tick (its REALTIME_COARSE the same before and after) is its
+ * wall_to_monotonic plus a namespace's monotonic offset (no namespace
+ * shifts REALTIME); the page's fine MONOTONIC less its REALTIME, at one
+ * update, is wall_to_monotonic: exactly equal with the offset in the same
+ * namespace, however old the page.  Not the page's coarse bases: the
+ * module may hold its MONOTONIC_COARSE ahead (kmod/pvread_tk.c).  No
+ * system call where the kernel has a vDSO, which serves the coarse clocks
+ * in every clocksource mode.
+ */
+static int monotonic_offset_agrees(const struct process *p)
+{
+	struct timespec r1, m, r2;
+	uint64_t kernel, page;
+	int got;
+
+	got = page_base_diff(p->map.hdr, CLOCK_MONOTONIC, CLOCK_REALTIME,
+			     &page);
+	if (got <= 0)
+		return got;
 	if (pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r1) ||
 	    pvread_kernel_clock_gettime(CLOCK_MONOTONIC_COARSE, &m) ||
 	    pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r2) ||
 	    r1.tv_sec != r2.tv_sec || r1.tv_nsec != r2.tv_nsec)
 		return 0;
-	/* Unsigned: a page no module wrote gives a mismatch, never UB. */
 	kernel = (uint64_t)ns_of(&m) - (uint64_t)ns_of(&r1);
-	page = msec * NSEC_PER_SEC + mns +
-	       (uint64_t)p->map.ns.sec[CLOCK_MONOTONIC_COARSE] * NSEC_PER_SEC +
-	       (uint64_t)p->map.ns.nsec[CLOCK_MONOTONIC_COARSE] -
-	       (rsec * NSEC_PER_SEC + rns);
-	return kernel == page ? 1 : -1;
-}
-
-/*
- * The page's CLOCK_BOOTTIME less its CLOCK_MONOTONIC: the kernel's
- * monotonic_to_boot, exactly (the two bases share the timekeeper's
- * fraction), at one update; false while one is being written.
- */
-static bool page_boot_offset(const struct pvread_header *h, uint64_t *d)
-{
-	const struct pvread_clock_base *pb = &h->tk.base[CLOCK_BOOTTIME];
-	const struct pvread_clock_base *pm = &h->tk.base[CLOCK_MONOTONIC];
-	uint64_t bsec, bsn, msec, msn;
-	uint32_t seq, shift;
-
-	seq = LOAD(h->seq);
-	RMB();
-	bsec = (uint64_t)LOAD(pb->sec);
-	bsn = LOAD(pb->snsec);
-	msec = (uint64_t)LOAD(pm->sec);
-	msn = LOAD(pm->snsec);
-	shift = LOAD(h->tk.shift);
-	RMB();
-	if ((seq & 1) || LOAD(h->seq) != seq || shift > 32)
-		return false;
-	/* Exact: the module's fractions differ by whole ns << shift. */
-	*d = (bsec - msec) * NSEC_PER_SEC +
-	     (uint64_t)((int64_t)(bsn - msn) / ((int64_t)1 << shift));
-	return true;
+	return kernel == page + offset_ns(&p->map.ns, CLOCK_MONOTONIC) ? 1 : -1;
 }
 
 /*
  * 1: this process's boottime offset is the one map.ns holds, to within
  * *@width ns; -1: it is not; 0: cannot tell now.  Called once the
  * monotonic offset agrees.  The kernel's CLOCK_BOOTTIME less its
- * CLOCK_MONOTONIC is the page's monotonic_to_boot plus this namespace's
- * boottime offset less its monotonic one: read between two MONOTONIC
- * readings, it lies in [b - m2, b - m1], a bracket of m2 - m1 ns around
- * the true difference.  Clock calls only (system calls with the xen
- * clocksource, which any filter that lets the program read the clock
- * allows).  The inherited offset outside a bracket is not this process's
- * (the page's difference did not change across it: no resume between);
- * inside every one, it differs by less than the narrowest: that width is
- * taken from the process's tolerance (pvread_check_child()).
+ * CLOCK_MONOTONIC is monotonic_to_boot plus this namespace's boottime
+ * offset less its monotonic one: read between two MONOTONIC readings, it
+ * lies in [b - m2, b - m1], a bracket of m2 - m1 ns around the true
+ * difference.  Clock calls only (system calls with the xen clocksource,
+ * which any filter that lets the program read the clock allows).  The
+ * inherited offsets outside a bracket are not this process's (the page's
+ * difference did not change across it: no resume between); inside every
+ * one, the boottime offset differs by less than the narrowest, which
+ * CLOCK_BOOTTIME's tolerance pays for (boot_tolerance_ns): wider than an
+ * eighth of the tolerance, the check cannot tell.
  */
 static int boottime_offset_agrees(const struct process *p, uint64_t *width)
 {
@@ -733,16 +733,15 @@ static int boottime_offset_agrees(const struct process *p, uint64_t *width)
 	int i;
 
 	for (i = 0; i < BOOT_BRACKETS; i++) {
-		if (!page_boot_offset(h, &d) ||
+		if (page_base_diff(h, CLOCK_BOOTTIME, CLOCK_MONOTONIC, &d) <= 0 ||
 		    pvread_kernel_clock_gettime(CLOCK_MONOTONIC, &t1) ||
 		    pvread_kernel_clock_gettime(CLOCK_BOOTTIME, &tb) ||
 		    pvread_kernel_clock_gettime(CLOCK_MONOTONIC, &t2) ||
-		    !page_boot_offset(h, &d2) || d2 != d)
+		    page_base_diff(h, CLOCK_BOOTTIME, CLOCK_MONOTONIC, &d2) <= 0 ||
+		    d2 != d)
 			continue;
-		want = d + (uint64_t)ns->sec[CLOCK_BOOTTIME] * NSEC_PER_SEC +
-		       (uint64_t)ns->nsec[CLOCK_BOOTTIME] -
-		       (uint64_t)ns->sec[CLOCK_MONOTONIC] * NSEC_PER_SEC -
-		       (uint64_t)ns->nsec[CLOCK_MONOTONIC];
+		want = d + offset_ns(ns, CLOCK_BOOTTIME) -
+		       offset_ns(ns, CLOCK_MONOTONIC);
 		lo = (int64_t)((uint64_t)ns_of(&tb) - (uint64_t)ns_of(&t2));
 		hi = (int64_t)((uint64_t)ns_of(&tb) - (uint64_t)ns_of(&t1));
 		w = hi - lo;
@@ -754,27 +753,54 @@ static int boottime_offset_agrees(const struct process *p, uint64_t *width)
 		if ((uint64_t)w < best)
 			best = (uint64_t)w;
 	}
-	if (best == UINT64_MAX)
+	if (best > p->map.tolerance_ns / 8)
 		return 0;
 	*width = best;
 	return 1;
 }
 
 /*
- * The clocks whose offsets a child whose monotonic offset agrees knows:
- * BOOTTIME too if its boottime offset agrees, with the process's tolerance
- * less the bracket's width (what the offset may be off by), so that no
- * reading is further from the kernel's than the tolerance allows.
+ * A child's check of its offsets, against those it inherited: the clocks
+ * they are worth for (CLOCKS_*), or -1 when the process uses time
+ * namespaces itself (the offsets must be read from /proc); *@again when a
+ * later call must check again.  Once CLOCK_MONOTONIC is known (a check
+ * before could not tell BOOTTIME's), other threads read map.ns: only the
+ * boottime check is taken again, never the /proc read that rewrites it.
  */
-static uint32_t boottime_known(struct process *p)
+static int64_t check_offsets(struct process *p, bool *again)
 {
-	uint64_t width, asked = p->map.tolerance_asked_ns;
-	int agrees = boottime_offset_agrees(p, &width);
+	const struct timens *ns = &p->map.ns;
+	uint64_t width;
+	int agrees;
 
-	if (agrees <= 0)
-		return CLOCKS_ALL & ~BIT_OF(CLOCK_BOOTTIME);
-	STORE(p->map.tolerance_ns, asked > width ? asked - width : 0);
-	return CLOCKS_ALL;
+	*again = false;
+	/* A fork while another thread rewrote map.ns: read them again. */
+	if (atomic_load(&p->ns_rewriting))
+		return -1;
+	if (ns->none)
+		return CLOCKS_ALL;
+	if (ns->unread)
+		return CLOCKS_PLAIN;
+	if (ns->childrens)
+		return -1;
+	if (!clock_in(atomic_load_explicit(&p->ns_known, memory_order_relaxed),
+		      CLOCK_MONOTONIC)) {
+		agrees = monotonic_offset_agrees(p);
+		if (agrees < 0)
+			return -1;
+		if (!agrees) {
+			*again = true;
+			return CLOCKS_PLAIN;
+		}
+	}
+	agrees = boottime_offset_agrees(p, &width);
+	if (agrees > 0) {
+		STORE(p->boot_tolerance_ns, p->map.tolerance_ns - width);
+		return CLOCKS_ALL;
+	}
+	/* Not the inherited offset: BOOTTIME the kernel's, for good. */
+	*again = !agrees && ++p->boot_checks < BOOT_CHECKS;
+	return CLOCKS_ALL & ~BIT_OF(CLOCK_BOOTTIME);
 }
 
 /*
@@ -785,43 +811,36 @@ static uint32_t boottime_known(struct process *p)
  */
 __attribute__((noinline, cold)) void pvread_check_child(struct process *p)
 {
-	struct timens *ns = &p->map.ns;
-	int state = NS_UNCHECKED, agrees = 1, saved_errno;
+	int state = NS_UNCHECKED, saved_errno;
 	sigset_t all, old;
+	int64_t checked;
 	uint32_t known;
+	bool again;
 
 	if (!atomic_compare_exchange_strong(&p->ns_check, &state,
 					    NS_CHECKING))
 		return;
-	if (ns->none) {
-		known = CLOCKS_ALL;
-	} else if (ns->unread) {
-		known = CLOCKS_PLAIN;
-	} else if (!ns->childrens &&
-		   (agrees = monotonic_offset_agrees(p)) >= 0) {
-		known = CLOCKS_PLAIN;
-		if (agrees)
-			known = boottime_known(p);
-		if (agrees && !clock_in(known, CLOCK_BOOTTIME) &&
-		    ++p->boot_checks < BOOT_CHECKS)
-			agrees = 0;	/* the next slow call checks again */
+	checked = check_offsets(p, &again);
+	if (checked >= 0) {
+		known = (uint32_t)checked;
 	} else {
 		/* This process uses time namespaces: its own, from /proc. */
 		saved_errno = errno;
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
-		read_timens(ns);
+		atomic_store(&p->ns_rewriting, 1);
+		read_timens(&p->map.ns);
+		atomic_store(&p->ns_rewriting, 0);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		errno = saved_errno;
-		known = timens_known(ns);
-		STORE(p->map.tolerance_ns, p->map.tolerance_asked_ns);
-		agrees = 1;
+		known = timens_known(&p->map.ns);
+		STORE(p->boot_tolerance_ns, p->map.tolerance_ns);
 	}
 	atomic_store_explicit(&p->ns_known, known, memory_order_release);
 	atomic_store_explicit(&p->fast_clocks,
 			      (CLOCKS_ALL & known) | p->map.tsc_read,
 			      memory_order_release);
-	atomic_store_explicit(&p->ns_check, agrees ? NS_CHECKED : NS_UNCHECKED,
+	atomic_store_explicit(&p->ns_check, again ? NS_UNCHECKED : NS_CHECKED,
 			      memory_order_release);
 }
 

@@ -204,7 +204,7 @@ static bool not_below_line(struct process *p, clockid_t clock,
 	    above <= 0)
 		return true;
 	pvread_thread_stats.lifted++;
-	most = LOAD(m->tolerance_ns);
+	most = m->tolerance_ns;
 	if ((uint64_t)above > most) {
 		if (!full) {
 			/* ts is the kernel's: a year's ns cannot overflow it */

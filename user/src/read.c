@@ -152,11 +152,16 @@ static ALWAYS_INLINE enum read_result confirmed(const struct pvread_header *h,
  */
 static ALWAYS_INLINE enum read_result header_ok(const struct process *p,
 						const struct pvread_header *h,
-						uint32_t seq)
+						uint32_t seq, clockid_t clock)
 {
+	uint64_t tolerance = p->map.tolerance_ns;
+
+	/* A child's BOOTTIME offset, checked to within a bracket: less. */
+	if (clock == CLOCK_BOOTTIME)
+		tolerance = LOAD(p->boot_tolerance_ns);
 	if (unlikely(LOAD(h->mode) != PVREAD_MODE_LINE))
 		return confirmed(h, seq, READ_NO_MODE);
-	if (unlikely(LOAD(h->error_bound_ns) > LOAD(p->map.tolerance_ns)))
+	if (unlikely(LOAD(h->error_bound_ns) > tolerance))
 		return confirmed(h, seq, READ_NO_BOUND);
 	return READ_OK;
 }
@@ -192,7 +197,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		       READ_NO_STUCK : READ_BUSY;
 	if (clock_in(CLOCKS_COARSE, clock)) {
 		/* The timekeeper's at its last update. */
-		r = header_ok(p, h, seq);
+		r = header_ok(p, h, seq, clock);
 		if (unlikely(r != READ_OK))
 			return r;
 		b = &h->tk.base[clock];
@@ -220,7 +225,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * and the seq read again at the end vouches for them.  A TSC
 		 * read after the seq is not before the line it read.
 		 */
-		r = header_ok(p, h, seq);
+		r = header_ok(p, h, seq, clock);
 		if (unlikely(r != READ_OK))
 			return r;
 		tsc = tsc_read(fast);

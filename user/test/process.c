@@ -76,6 +76,7 @@ struct hook {
 	int device;		/* DEVICE_* */
 	int error;		/* DEVICE_FAILS: this errno */
 	int opens;		/* openat() calls of the device */
+	int proc_opens;		/* openat() calls of a file in /proc */
 	char file[64];		/* DEVICE_FILE: this file instead */
 };
 static struct hook *hook;
@@ -110,6 +111,9 @@ long syscall(long nr, ...)
 	for (i = 0; i < n; i++)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
+	if (hook && nr == SYS_openat &&
+	    !strncmp((const char *)a[1], "/proc/", 6))
+		__atomic_fetch_add(&hook->proc_opens, 1, __ATOMIC_SEQ_CST);
 	if (hook && nr == SYS_openat && !strcmp((const char *)a[1], PVREAD_DEVICE)) {
 		__atomic_fetch_add(&hook->opens, 1, __ATOMIC_SEQ_CST);
 		if (hook->device == DEVICE_FAILS) {
@@ -299,56 +303,285 @@ static int boottime_only_namespace(void)
 	return bad || !WIFEXITED(status) || WEXITSTATUS(status);
 }
 
+/* The kernel's answers of @clock counted in @b since @a, for @why. */
+static uint64_t slow_for(const struct pvread_stats *a,
+			 const struct pvread_stats *b,
+			 enum pvread_slow_reason why)
+{
+	return b->slow_by_reason[why] - a->slow_by_reason[why];
+}
+
+/*
+ * In a forked child: one read of @clock (the check of the offsets, at the
+ * first call), then @n bracketed; those outside, the kernel's answers
+ * among the @n in *@slow, and those for "bound" in *@bound.
+ */
+static long child_reads(clockid_t clock, int n, uint64_t *slow,
+			uint64_t *bound)
+{
+	struct pvread_stats a, b;
+	long bad = bracketed(clock, 1);
+
+	pvread_get_stats_size(&a, sizeof(a));
+	bad += bracketed(clock, n);
+	pvread_get_stats_size(&b, sizeof(b));
+	*slow = b.slow - a.slow;
+	*bound = slow_for(&a, &b, PVREAD_SLOW_BOUND);
+	return bad;
+}
+
+/*
+ * The synthetic line page, made and ticked: in the root time namespace,
+ * whose clocks the module's page holds (synthetic.c reads the caller's).
+ */
+static int make_page(void)
+{
+	if (synthetic_init(&page, PVREAD_MODE_LINE))
+		return 1;
+	synthetic_tick(&page);
+	return 0;
+}
+
+/* The page made, adopted and read, 100 times per clock. */
+static int adopt_page(void)
+{
+	static const clockid_t clocks[] = { CLOCK_MONOTONIC, CLOCK_BOOTTIME };
+	unsigned int i;
+	long bad = 0;
+
+	if (pvread_use_page(page.hdr, page.size))
+		return 1;
+	for (i = 0; i < sizeof(clocks) / sizeof(clocks[0]); i++)
+		bad += bracketed(clocks[i], 100);
+	return bad != 0;
+}
+
+static int take_page(void)
+{
+	return make_page() || adopt_page();
+}
+
 /*
  * A child of fork() in its parent's time namespace: one check of its
  * offsets at its first call (the vDSO's coarse clocks for the monotonic
- * one, a bracket of clock calls for the boottime one), then CLOCK_BOOTTIME
- * from the page like the others, the check's width taken off the
- * tolerance (pvread_get_info() says so), and none of it in the parent.
+ * one, brackets of clock calls for the boottime one), then CLOCK_BOOTTIME
+ * from the page like the others.
  */
 static int child_boottime_from_page(void)
 {
-	struct pvread_info before, parent, child;
-	uint64_t *shared;
+	uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	int status;
-	long bad = 0;
 	pid_t pid;
 
-	shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (shared == MAP_FAILED ||
-	    synthetic_init(&page, PVREAD_MODE_LINE) ||
-	    pvread_use_page(page.hdr, page.size))
-		return 1;
-	synthetic_tick(&page);
-	bad += bracketed(CLOCK_BOOTTIME, 100);
-	if (pvread_get_info(&before))
+	if (shared == MAP_FAILED || take_page())
 		return 1;
 	pid = fork();
-	if (pid == 0) {
-		struct pvread_stats a, b;
-		long bb;
+	if (pid == 0)
+		_exit(child_reads(CLOCK_BOOTTIME, 1000, &shared[0],
+				  &shared[1]) != 0);
+	waitpid(pid, &status, 0);
+	printf("# the child: %llu of 1000 BOOTTIME readings after its check from the kernel\n",
+	       (unsigned long long)shared[0]);
+	return !WIFEXITED(status) || WEXITSTATUS(status) || shared[0];
+}
 
-		bb = bracketed(CLOCK_BOOTTIME, 1);	/* the check */
-		pvread_get_stats_size(&a, sizeof(a));
-		bb += bracketed(CLOCK_BOOTTIME, 1000);
-		pvread_get_stats_size(&b, sizeof(b));
-		if (pvread_get_info(&child))
-			_exit(1);
-		shared[0] = b.slow - a.slow;
-		shared[1] = child.tolerance_ns;
+/*
+ * The bracket's width is CLOCK_BOOTTIME's to pay for: with the page's
+ * bound (1000 ns) just under the tolerance (1010 ns), the parent reads
+ * BOOTTIME from the page, the child (whose offset is known to within a
+ * bracket of tens of ns) falls back for "bound", and reads MONOTONIC, whose
+ * offset it knows exactly, from the page.
+ */
+static int child_boottime_tolerance(void)
+{
+	uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct pvread_stats a, b;
+	uint64_t parent_slow;
+	int status;
+	long bad;
+	pid_t pid;
+
+	setenv("PVREAD_MAX_ERROR_NS", "1010", 1);
+	if (shared == MAP_FAILED || take_page())
+		return 1;
+	pvread_get_stats_size(&a, sizeof(a));
+	bad = bracketed(CLOCK_BOOTTIME, 1000);
+	pvread_get_stats_size(&b, sizeof(b));
+	parent_slow = b.slow - a.slow;
+	pid = fork();
+	if (pid == 0) {
+		long bb = child_reads(CLOCK_BOOTTIME, 1000, &shared[0],
+				      &shared[1]);
+
+		bb += child_reads(CLOCK_MONOTONIC, 1000, &shared[2],
+				  &shared[3]);
 		_exit(bb != 0);
 	}
 	waitpid(pid, &status, 0);
-	if (pvread_get_info(&parent))
-		return 1;
-	printf("# the child: %llu of 1000 BOOTTIME readings after its check from the kernel; tolerance %llu ns (the parent's %llu, before the fork %llu)\n",
-	       (unsigned long long)shared[0], (unsigned long long)shared[1],
-	       (unsigned long long)parent.tolerance_ns,
-	       (unsigned long long)before.tolerance_ns);
+	printf("# the parent: %llu of 1000 BOOTTIME readings from the kernel; the child: BOOTTIME %llu (%llu for \"bound\"), MONOTONIC %llu\n",
+	       (unsigned long long)parent_slow, (unsigned long long)shared[0],
+	       (unsigned long long)shared[1], (unsigned long long)shared[2]);
 	return bad || !WIFEXITED(status) || WEXITSTATUS(status) ||
-	       shared[0] || shared[1] >= parent.tolerance_ns ||
-	       parent.tolerance_ns != before.tolerance_ns;
+	       parent_slow || shared[1] != 1000 || shared[2];
+}
+
+/*
+ * The module holds its MONOTONIC_COARSE ahead of the kernel's after an NTP
+ * frequency change (before Linux 6.15): a child's check of its monotonic
+ * offset, which compares the page's fine bases, still agrees, and reads no
+ * /proc (a system call a sandbox may forbid).
+ */
+static int child_check_while_coarse_held(void)
+{
+	uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct pvread_clock_base *b;
+	int status, opens;
+	pid_t pid;
+
+	if (shared == MAP_FAILED || take_page())
+		return 1;
+	b = &page.hdr->tk.base[CLOCK_MONOTONIC_COARSE];
+	synthetic_write_begin(&page);
+	__atomic_store_n(&b->snsec, b->snsec + 1000, __ATOMIC_RELAXED);
+	synthetic_write_end(&page);
+	opens = hook->proc_opens;
+	pid = fork();
+	if (pid == 0)
+		_exit(child_reads(CLOCK_MONOTONIC, 1000, &shared[0],
+				  &shared[1]) != 0 ||
+		      child_reads(CLOCK_BOOTTIME, 1000, &shared[2],
+				  &shared[3]) != 0);
+	waitpid(pid, &status, 0);
+	opens = hook->proc_opens - opens;
+	printf("# MONOTONIC_COARSE held 1 us ahead in the page; the child: %d opens in /proc, %llu MONOTONIC and %llu BOOTTIME of 1000 each from the kernel\n",
+	       opens, (unsigned long long)shared[0],
+	       (unsigned long long)shared[2]);
+	return !WIFEXITED(status) || WEXITSTATUS(status) || opens ||
+	       shared[0] || shared[2];
+}
+
+/*
+ * Run @fn in a child made in a new time namespace with @offsets: its
+ * exit status, SKIPPED where this host has no time namespaces for us.
+ */
+static int in_namespace(const char *offsets, int (*fn)(void))
+{
+	int fd, status;
+	pid_t pid;
+
+	if (unshare(CLONE_NEWTIME))
+		return skip(errno == EPERM ? "unshare(CLONE_NEWTIME): not permitted (needs CAP_SYS_ADMIN)" :
+			    "unshare(CLONE_NEWTIME): no time namespaces in this kernel");
+	fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0 || write(fd, offsets, strlen(offsets)) !=
+		      (ssize_t)strlen(offsets)) {
+		printf("# /proc/self/timens_offsets: %s\n", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		int rc = fn();
+
+		fflush(stdout);
+		_exit(rc);
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+/* In a namespace that shifts both clocks: its child's BOOTTIME fast. */
+static int shifted_parent_and_child(void)
+{
+	uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int status;
+	pid_t pid;
+
+	if (shared == MAP_FAILED || adopt_page())
+		return 1;
+	pid = fork();
+	if (pid == 0)
+		_exit(child_reads(CLOCK_BOOTTIME, 1000, &shared[0],
+				  &shared[1]) != 0 ||
+		      child_reads(CLOCK_MONOTONIC, 1000, &shared[2],
+				  &shared[3]) != 0);
+	waitpid(pid, &status, 0);
+	printf("# offsets monotonic +500 s, boottime +7200 s; the child: %llu BOOTTIME and %llu MONOTONIC of 1000 each from the kernel\n",
+	       (unsigned long long)shared[0], (unsigned long long)shared[2]);
+	return !WIFEXITED(status) || WEXITSTATUS(status) || shared[0] ||
+	       shared[2];
+}
+
+static int child_in_shifted_namespace(void)
+{
+	return make_page() ||
+	       in_namespace("monotonic 500 0\nboottime 7200 0\n",
+			    shifted_parent_and_child);
+}
+
+/*
+ * Mapped in a namespace that shifts BOOTTIME alone, then unshared into
+ * one set to children_offsets: a child inherits a boottime offset of 3600 s
+ * (and more) that is not its own, and a monotonic one (0) that is.
+ */
+static const char *children_offsets;
+
+static int unshared_after_mapping(void)
+{
+	const char *zero = children_offsets;
+	uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int fd, status;
+	pid_t pid;
+
+	if (shared == MAP_FAILED || adopt_page())
+		return 1;
+	/* A new namespace starts with its parent's offsets: set them. */
+	if (unshare(CLONE_NEWTIME)) {
+		printf("# unshare(CLONE_NEWTIME) again: %s\n", strerror(errno));
+		return 1;
+	}
+	fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0 || write(fd, zero, strlen(zero)) != (ssize_t)strlen(zero)) {
+		printf("# /proc/self/timens_offsets: %s\n", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	pid = fork();
+	if (pid == 0)
+		_exit(child_reads(CLOCK_BOOTTIME, 1000, &shared[0],
+				  &shared[1]) != 0);
+	waitpid(pid, &status, 0);
+	printf("# the child: %llu of 1000 BOOTTIME readings from the kernel (all: the inherited offset is not its own)\n",
+	       (unsigned long long)shared[0]);
+	return !WIFEXITED(status) || WEXITSTATUS(status) || shared[0] != 1000;
+}
+
+static int child_inherits_wrong_boottime_offset(void)
+{
+	children_offsets = "monotonic 0 0\nboottime 0 0\n";
+	return make_page() ||
+	       in_namespace("monotonic 0 0\nboottime 3600 0\n",
+			    unshared_after_mapping);
+}
+
+/* The same, with boottime offsets 500 us either side of the inherited. */
+static int child_inherits_nearly_its_boottime_offset(void)
+{
+	if (make_page())
+		return 1;
+	children_offsets = "monotonic 0 0\nboottime 3600 500000\n";
+	if (in_namespace("monotonic 0 0\nboottime 3600 0\n",
+			 unshared_after_mapping))
+		return 1;
+	children_offsets = "monotonic 0 0\nboottime 3599 999500000\n";
+	return in_namespace("monotonic 0 0\nboottime 3600 0\n",
+			    unshared_after_mapping);
 }
 
 /* madvise() fails with EPERM, every other call is allowed. */
@@ -578,9 +811,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	libpvread_so = argv[1];
-	tap_plan(6);
-	scenario("a child forked in its parent's time namespace: CLOCK_BOOTTIME from the page after one check, its width off the child's tolerance",
+	tap_plan(11);
+	scenario("a child forked in its parent's time namespace: CLOCK_BOOTTIME from the page after one check",
 		 child_boottime_from_page);
+	scenario("the check's bracket is CLOCK_BOOTTIME's to pay for: bound + width above the tolerance, the child's BOOTTIME falls back, its MONOTONIC does not",
+		 child_boottime_tolerance);
+	scenario("the page's MONOTONIC_COARSE held ahead (the module's hold): a child's check agrees, opens nothing in /proc",
+		 child_check_while_coarse_held);
+	scenario("a child in its parent's namespace that shifts MONOTONIC and BOOTTIME apart: both from the page after the check",
+		 child_in_shifted_namespace);
+	scenario("a child that inherits a boottime offset not its own (its parent mapped, then unshared): BOOTTIME the kernel's",
+		 child_inherits_wrong_boottime_offset);
+	scenario("a child that inherits a boottime offset 500 us either side of its own: BOOTTIME the kernel's",
+		 child_inherits_nearly_its_boottime_offset);
 	scenario("MADV_WIPEONFORK refused: a child forked after unshare(CLONE_NEWTIME) reads its own namespace's clocks",
 		 wipe_refused);
 	scenario("a child in a namespace that shifts BOOTTIME alone: its monotonic offset checked, BOOTTIME the kernel's",

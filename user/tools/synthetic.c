@@ -194,16 +194,20 @@ void synthetic_tick(struct synthetic *s)
 {
 	struct pvread_timekeeper *tk = &s->hdr->tk, *ptk = priv_tk(s);
 	const unsigned int sh = SYNTHETIC_TK_SHIFT;
-	uint64_t cycles, mono, real, boot, tai, raw, mono_coarse, real_coarse;
+	uint64_t cycles, mono, boot, tai, raw, mono_coarse, real_coarse;
 	uint64_t ours, ours_raw;
 
 	/* Read the host's clocks first: the write section must stay short. */
 	mono = now_ns(CLOCK_MONOTONIC);
-	real = now_ns(CLOCK_REALTIME);
 	boot = now_ns(CLOCK_BOOTTIME);
 	tai = now_ns(CLOCK_TAI);
 	raw = now_ns(CLOCK_MONOTONIC_RAW);
-	/* The two coarse clocks at one tick, as the kernel's timekeeper has them. */
+	/*
+	 * The two coarse clocks at one tick, as the kernel's timekeeper has
+	 * them: their difference is wall_to_monotonic, exactly, which the
+	 * module's fine REALTIME and MONOTONIC differ by too (a child's check
+	 * of its monotonic offset compares them).
+	 */
 	do {
 		real_coarse = now_ns(CLOCK_REALTIME_COARSE);
 		mono_coarse = now_ns(CLOCK_MONOTONIC_COARSE);
@@ -232,7 +236,8 @@ void synthetic_tick(struct synthetic *s)
 	/* The other clocks are offsets from ours, like the kernel's. */
 	set_base(&tk->base[CLOCK_MONOTONIC], ours, sh);
 	set_base(&tk->base[CLOCK_REALTIME],
-		 ours + offset(s, 0, (int64_t)(real - mono)), sh);
+		 ours + offset(s, 0, (int64_t)(real_coarse - mono_coarse)),
+		 sh);
 	set_base(&tk->base[CLOCK_BOOTTIME], ours + s->offset[1], sh);
 	set_base(&tk->base[CLOCK_TAI],
 		 ours + offset(s, 2, (int64_t)(tai - mono)), sh);
