@@ -136,6 +136,16 @@ enum { NS_UNCHECKED, NS_CHECKING, NS_CHECKED };
 #define BOOT_CHECKS 16
 
 /*
+ * boot_check: BOOT_NONE (0) -> BOOT_PENDING by the thread whose check
+ * found a child's monotonic offset its own (release, after fast_clocks),
+ * -> BOOT_CHECKING by compare-and-swap by the one thread that checks the
+ * boottime offset at a read of CLOCK_BOOTTIME (mapping.c's
+ * pvread_check_boottime()), -> BOOT_NONE, or back to BOOT_PENDING when it
+ * could not tell.
+ */
+enum { BOOT_NONE, BOOT_PENDING, BOOT_CHECKING };
+
+/*
  * Per-process floors of the clocks that must never go back, a cache line
  * each: a fallback of one clock writes its floor, and must not take the
  * line from readers of another.  Raised only, by order.c's raise_floor()
@@ -254,8 +264,9 @@ enum { SEEN_NEVER, SEEN_KERNEL, SEEN_FLOOR, SEEN_LINE, SEEN_HOLDING };
  *     or a page update in progress: the kernel answers, and the next slow
  *     call checks again.
  *   - CLOCK_BOOTTIME's offset cannot be checked so (there is no coarse
- *     BOOTTIME).  Once the monotonic one agrees, the kernel's BOOTTIME is
- *     read between two of its MONOTONIC (clock calls: system calls with
+ *     BOOTTIME).  Once the monotonic one agrees, at the child's first
+ *     read of BOOTTIME (boot_check), the kernel's BOOTTIME is read
+ *     between two of its MONOTONIC (clock calls: system calls with
  *     the xen clocksource, which a filter that lets the program read the
  *     clock allows): their difference is the page's monotonic_to_boot
  *     plus the child's boottime offset less its monotonic one, within the
@@ -351,7 +362,9 @@ struct process {
 	_Atomic uint32_t ns_known;
 	/* NS_*, above. */
 	_Atomic int ns_check;
-	/* Checks of the boottime offset that could not tell (NS_CHECKING's). */
+	/* BOOT_*, above. */
+	_Atomic int boot_check;
+	/* Checks of the boottime offset that could not tell (BOOT_CHECKING's). */
 	int boot_checks;
 	/*
 	 * CLOCK_BOOTTIME's tolerance: map.tolerance_ns where the offsets were
@@ -571,6 +584,8 @@ PVREAD_HIDDEN __attribute__((noinline, cold))
 struct process *pvread_first_map(void);
 PVREAD_HIDDEN __attribute__((noinline, cold))
 void pvread_check_child(struct process *p);
+PVREAD_HIDDEN __attribute__((noinline, cold))
+void pvread_check_boottime(struct process *p);
 /* The shim's constructor: the first call's mapping, before main(). */
 PVREAD_HIDDEN void pvread_map_now(void);
 

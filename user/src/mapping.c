@@ -763,17 +763,17 @@ static int boottime_offset_agrees(const struct process *p, uint64_t *width)
  * A child's check of its offsets, against those it inherited: the clocks
  * they are worth for (CLOCKS_*), or -1 when the process uses time
  * namespaces itself (the offsets must be read from /proc); *@again when a
- * later call must check again.  Once CLOCK_MONOTONIC is known (a check
- * before could not tell BOOTTIME's), other threads read map.ns: only the
- * boottime check is taken again, never the /proc read that rewrites it.
+ * later call must check again, *@boot when BOOTTIME's first read must
+ * check its offset.  Never the /proc read once CLOCK_MONOTONIC is known:
+ * other threads read map.ns then.
  */
-static int64_t check_offsets(struct process *p, bool *again)
+static int64_t check_offsets(struct process *p, bool *again, bool *boot)
 {
 	const struct timens *ns = &p->map.ns;
-	uint64_t width;
 	int agrees;
 
 	*again = false;
+	*boot = false;
 	/* A fork while another thread rewrote map.ns: read them again. */
 	if (atomic_load(&p->ns_rewriting))
 		return -1;
@@ -793,14 +793,43 @@ static int64_t check_offsets(struct process *p, bool *again)
 			return CLOCKS_PLAIN;
 		}
 	}
+	/*
+	 * BOOTTIME's at its first read (pvread_check_boottime()): its
+	 * brackets are system calls with the xen clocksource, which a child
+	 * that never reads BOOTTIME need not make.
+	 */
+	*boot = true;
+	return CLOCKS_ALL & ~BIT_OF(CLOCK_BOOTTIME);
+}
+
+/*
+ * A child's first read of CLOCK_BOOTTIME, once its monotonic offset
+ * agreed (BOOT_PENDING): is the boottime offset it inherited its own?  By
+ * one thread at a time (BOOT_CHECKING); BOOTTIME is the kernel's
+ * meanwhile, and for good once a bracket excludes the inherited offset or
+ * BOOT_CHECKS checks could not tell.  Accepted, BOOTTIME's tolerance is
+ * stored before the release that makes it known and fast.
+ */
+__attribute__((noinline, cold)) void pvread_check_boottime(struct process *p)
+{
+	int state = BOOT_PENDING, agrees;
+	uint64_t width;
+
+	if (!atomic_compare_exchange_strong(&p->boot_check, &state,
+					    BOOT_CHECKING))
+		return;
 	agrees = boottime_offset_agrees(p, &width);
 	if (agrees > 0) {
 		STORE(p->boot_tolerance_ns, p->map.tolerance_ns - width);
-		return CLOCKS_ALL;
+		atomic_fetch_or_explicit(&p->ns_known, BIT_OF(CLOCK_BOOTTIME),
+					 memory_order_release);
+		atomic_fetch_or_explicit(&p->fast_clocks,
+					 BIT_OF(CLOCK_BOOTTIME),
+					 memory_order_release);
 	}
-	/* Not the inherited offset: BOOTTIME the kernel's, for good. */
-	*again = !agrees && ++p->boot_checks < BOOT_CHECKS;
-	return CLOCKS_ALL & ~BIT_OF(CLOCK_BOOTTIME);
+	atomic_store_explicit(&p->boot_check,
+			      !agrees && ++p->boot_checks < BOOT_CHECKS ?
+			      BOOT_PENDING : BOOT_NONE, memory_order_release);
 }
 
 /*
@@ -815,12 +844,12 @@ __attribute__((noinline, cold)) void pvread_check_child(struct process *p)
 	sigset_t all, old;
 	int64_t checked;
 	uint32_t known;
-	bool again;
+	bool again, boot;
 
 	if (!atomic_compare_exchange_strong(&p->ns_check, &state,
 					    NS_CHECKING))
 		return;
-	checked = check_offsets(p, &again);
+	checked = check_offsets(p, &again, &boot);
 	if (checked >= 0) {
 		known = (uint32_t)checked;
 	} else {
@@ -842,6 +871,10 @@ __attribute__((noinline, cold)) void pvread_check_child(struct process *p)
 			      memory_order_release);
 	atomic_store_explicit(&p->ns_check, again ? NS_UNCHECKED : NS_CHECKED,
 			      memory_order_release);
+	/* After fast_clocks: pvread_check_boottime() adds to it. */
+	if (checked >= 0 && boot)
+		atomic_store_explicit(&p->boot_check, BOOT_PENDING,
+				      memory_order_release);
 }
 
 static int adopt_given_page(struct process *p, const void *page, size_t size)

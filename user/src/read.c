@@ -312,8 +312,15 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 	struct reading v;
 
 	/* The fast path leaves these out (fast_clocks): say why here. */
-	if (timens_shifts(clock) && unlikely(timens_unknown(p, clock)))
-		return pvread_try_again(p, r, &a, why);
+	if (timens_shifts(clock) && unlikely(timens_unknown(p, clock))) {
+		/* A child's first BOOTTIME read checks its offset. */
+		if (clock == CLOCK_BOOTTIME &&
+		    atomic_load_explicit(&p->boot_check,
+					 memory_order_acquire) == BOOT_PENDING)
+			pvread_check_boottime(p);
+		if (timens_unknown(p, clock))
+			return pvread_try_again(p, r, &a, why);
+	}
 	while (unlikely((r = try_read(p, fast, clock, &v, true)) != READ_OK))
 		if (!pvread_try_again(p, r, &a, why))
 			return false;
