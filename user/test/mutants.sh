@@ -116,7 +116,8 @@ try_mutant() {
     # Without -Werror: a mutant may leave a variable or function unused.
     if ! make -s -C "$t/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
             build/test/read build/test/arith build/test/fast-path \
-            build/test/fallback-static build/test/process \
+            build/test/mid-update build/test/fallback-static \
+            build/test/process \
             >"$t/build.log" 2>&1; then
         { echo "not ok - $name: the mutant does not build"
           sed 's/^/#   /' "$t/build.log" | tail -5; } >"$tmp/$n.res"
@@ -132,6 +133,7 @@ try_mutant() {
              { timeout 120 ./test/tsc-order.sh build/libpvread.a 2>&1 &&
                timeout 120 ./build/test/arith 2>&1 &&
                timeout 120 ./build/test/fast-path 2>&1 &&
+               timeout 120 ./build/test/mid-update 2>&1 &&
                timeout 120 ./build/test/fallback-static 2>&1 &&
                timeout 120 ./build/test/read 2>&1 &&
                timeout 120 ./build/test/process none 2>&1 ||

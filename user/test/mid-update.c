@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * A read that meets an update between its loads, every time: a hardware
+ * watchpoint on the header's seq stops the reading thread just after each
+ * load of it, and this program's parent writes the page then, as the
+ * module's update would, between the reader's loads.  A race test would
+ * meet that moment once in many thousand updates, or never on a loaded
+ * host: here it is met on the first read.
+ *
+ *   - After the reader's first load of seq (even), the update begins: seq
+ *     odd, mode none.  The reader loads mode: none.  Only the seq read
+ *     again says that mode was read mid-update (a retry); trusted as it
+ *     is, the read falls back for "mode" on a page that never left line
+ *     mode.
+ *   - After its second load, the update ends: seq even again, mode line.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/types.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/pvread.h>
+
+#include "pvread.h"
+#include "synthetic.h"
+#include "tap.h"
+
+/* What the reader's stats say, in memory shared with its parent. */
+struct outcome {
+	uint64_t mode_fallbacks;
+	uint64_t retries;
+};
+
+static struct synthetic page;
+
+/* The reader: stopped until its parent armed the watchpoint. */
+static int reader(struct outcome *o)
+{
+	struct pvread_stats a, b;
+	struct timespec ts;
+
+	/* A child checks its offsets at its first read: before the watch. */
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (ptrace(PTRACE_TRACEME, 0, NULL, NULL))
+		return 2;
+	raise(SIGSTOP);
+	pvread_get_stats(&a);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_get_stats(&b);
+	o->mode_fallbacks = b.slow_by_reason[PVREAD_SLOW_MODE] -
+			    a.slow_by_reason[PVREAD_SLOW_MODE];
+	o->retries = b.retries - a.retries;
+	return 0;
+}
+
+static long poke_u32(pid_t pid, void *addr, uint32_t v)
+{
+	/* A word of 8 bytes: keep the other half as it is. */
+	uintptr_t base = (uintptr_t)addr & ~(uintptr_t)7;
+	unsigned int shift = ((uintptr_t)addr & 7) * 8;
+	long word;
+
+	errno = 0;
+	word = ptrace(PTRACE_PEEKDATA, pid, (void *)base, NULL);
+	if (errno)
+		return -1;
+	word = (long)(((unsigned long)word & ~(0xffffffffUL << shift)) |
+		      ((unsigned long)v << shift));
+	return ptrace(PTRACE_POKEDATA, pid, (void *)base, (void *)word);
+}
+
+int main(void)
+{
+	struct outcome *o;
+	int status, hits = 0;
+	uint32_t seq;
+	pid_t pid;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	tap_plan(1);
+	o = mmap(NULL, sizeof(*o), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (o == MAP_FAILED || synthetic_init(&page, PVREAD_MODE_LINE) ||
+	    pvread_use_page(page.hdr, page.size)) {
+		tap_result(0, "setup: %s", strerror(errno));
+		return tap_exit();
+	}
+	synthetic_tick(&page);
+	synthetic_line_update(&page);
+	synthetic_stop(&page);
+	{
+		struct timespec ts;
+
+		/* The first read, and its floor: before the watchpoint. */
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	}
+	seq = page.hdr->seq;
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(reader(o));
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status)) {
+		tap_result(0, "setup: the reader did not stop");
+		return tap_exit();
+	}
+	/* DR0: the seq's 4 bytes, on reads and writes (RW 11, LEN 11). */
+	if (ptrace(PTRACE_POKEUSER, pid,
+		   (void *)offsetof(struct user, u_debugreg[0]),
+		   (void *)&page.hdr->seq) ||
+	    ptrace(PTRACE_POKEUSER, pid,
+		   (void *)offsetof(struct user, u_debugreg[7]),
+		   (void *)(1UL | 3UL << 16 | 3UL << 18))) {
+		int err = errno;
+
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		printf("# PTRACE_POKEUSER of the debug registers: %s\n",
+		       strerror(err));
+		tap_result(1, "a read meeting an update between its loads of the header # SKIP no hardware watchpoint here");
+		return tap_exit();
+	}
+	for (;;) {
+		if (ptrace(PTRACE_CONT, pid, NULL, NULL) ||
+		    waitpid(pid, &status, 0) != pid)
+			break;
+		if (!WIFSTOPPED(status))
+			break;
+		if (WSTOPSIG(status) != SIGTRAP)
+			continue;
+		/* The reader loaded seq: the update begins, then ends. */
+		/* Where each load was, if this test ever fails somewhere. */
+		if (getenv("MID_UPDATE_DEBUG")) {
+			struct user_regs_struct r;
+
+			ptrace(PTRACE_GETREGS, pid, NULL, &r);
+			errno = 0;
+			printf("# trap %d at %llx, dr6 %lx, word %lx\n", hits + 1,
+			       (unsigned long long)r.rip,
+			       ptrace(PTRACE_PEEKUSER, pid, (void *)offsetof(struct user, u_debugreg[6]), NULL),
+			       ptrace(PTRACE_PEEKDATA, pid, (void *)&page.hdr->seq, NULL));
+		}
+		if (++hits == 1) {
+			poke_u32(pid, (void *)&page.hdr->seq, seq + 1);
+			poke_u32(pid, (void *)&page.hdr->mode, PVREAD_MODE_NONE);
+		} else if (hits == 2) {
+			poke_u32(pid, (void *)&page.hdr->mode, PVREAD_MODE_LINE);
+			poke_u32(pid, (void *)&page.hdr->seq, seq + 2);
+		}
+	}
+	printf("# the reader: %d loads of seq, %llu retries, %llu fallbacks for \"mode\" (exit %d)\n",
+	       hits, (unsigned long long)o->retries,
+	       (unsigned long long)o->mode_fallbacks,
+	       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	tap_result(WIFEXITED(status) && !WEXITSTATUS(status) && hits >= 2 &&
+		   o->retries >= 1 && !o->mode_fallbacks,
+		   "a read meeting an update between its loads of the header: retried, not a fallback for mode");
+	return tap_exit();
+}
