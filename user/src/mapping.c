@@ -777,8 +777,11 @@ static int64_t check_offsets(struct process *p, bool *again, bool *boot)
 	/* A fork while another thread rewrote map.ns: read them again. */
 	if (atomic_load(&p->ns_rewriting))
 		return -1;
-	if (ns->none)
+	if (ns->none) {
+		/* No time namespaces in this kernel: BOOTTIME's is exact. */
+		STORE(p->boot_tolerance_ns, p->map.tolerance_ns);
 		return CLOCKS_ALL;
+	}
 	if (ns->unread)
 		return CLOCKS_PLAIN;
 	if (ns->childrens)
