@@ -77,6 +77,7 @@ struct hook {
 	int error;		/* DEVICE_FAILS: this errno */
 	int opens;		/* openat() calls of the device */
 	int proc_opens;		/* openat() calls of a file in /proc */
+	int no_timens;		/* /proc/self/timens_offsets: ENOENT */
 	char file[64];		/* DEVICE_FILE: this file instead */
 };
 static struct hook *hook;
@@ -114,6 +115,11 @@ long syscall(long nr, ...)
 	if (hook && nr == SYS_openat &&
 	    !strncmp((const char *)a[1], "/proc/", 6))
 		__atomic_fetch_add(&hook->proc_opens, 1, __ATOMIC_SEQ_CST);
+	if (hook && hook->no_timens && nr == SYS_openat &&
+	    !strcmp((const char *)a[1], "/proc/self/timens_offsets")) {
+		errno = ENOENT;
+		return -1;
+	}
 	if (hook && nr == SYS_openat && !strcmp((const char *)a[1], PVREAD_DEVICE)) {
 		__atomic_fetch_add(&hook->opens, 1, __ATOMIC_SEQ_CST);
 		if (hook->device == DEVICE_FAILS) {
@@ -383,6 +389,31 @@ static int child_boottime_from_page(void)
 	waitpid(pid, &status, 0);
 	printf("# the child: %llu of 1000 BOOTTIME readings after its check from the kernel\n",
 	       (unsigned long long)shared[0]);
+	return !WIFEXITED(status) || WEXITSTATUS(status) || shared[0];
+}
+
+/*
+ * A kernel without time namespaces (no /proc/self/timens_offsets): a
+ * child knows its offsets at once, CLOCK_BOOTTIME's too, within the whole
+ * tolerance.
+ */
+static int child_without_namespaces(void)
+{
+	uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int status;
+	pid_t pid;
+
+	hook->no_timens = 1;
+	if (shared == MAP_FAILED || take_page())
+		return 1;
+	pid = fork();
+	if (pid == 0)
+		_exit(child_reads(CLOCK_BOOTTIME, 1000, &shared[0],
+				  &shared[1]) != 0);
+	waitpid(pid, &status, 0);
+	printf("# no time namespaces: the child's BOOTTIME %llu of 1000 from the kernel (%llu for \"bound\")\n",
+	       (unsigned long long)shared[0], (unsigned long long)shared[1]);
 	return !WIFEXITED(status) || WEXITSTATUS(status) || shared[0];
 }
 
@@ -811,9 +842,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	libpvread_so = argv[1];
-	tap_plan(11);
+	tap_plan(12);
 	scenario("a child forked in its parent's time namespace: CLOCK_BOOTTIME from the page after one check",
 		 child_boottime_from_page);
+	scenario("a kernel without time namespaces: a child's CLOCK_BOOTTIME from the page, within the whole tolerance",
+		 child_without_namespaces);
 	scenario("the check's bracket is CLOCK_BOOTTIME's to pay for: bound + width above the tolerance, the child's BOOTTIME falls back, its MONOTONIC does not",
 		 child_boottime_tolerance);
 	scenario("the page's MONOTONIC_COARSE held ahead (the module's hold): a child's check agrees, opens nothing in /proc",
