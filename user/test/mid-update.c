@@ -50,8 +50,22 @@ static int reader(struct outcome *o)
 	struct pvread_stats a, b;
 	struct timespec ts;
 
-	/* A child checks its offsets at its first read: before the watch. */
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	int i;
+
+	/*
+	 * A child checks its offsets at its first read: before the watch.
+	 * A tick between the check's coarse reads cannot tell (MONOTONIC the
+	 * kernel's, checked again at the next read, whose loads of seq the
+	 * watch would then stop): read until the page answers.
+	 */
+	for (i = 0; i < 1000; i++) {
+		pvread_get_stats(&a);
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		pvread_get_stats(&b);
+		if (b.slow_by_reason[PVREAD_SLOW_TIMENS] ==
+		    a.slow_by_reason[PVREAD_SLOW_TIMENS])
+			break;
+	}
 	if (ptrace(PTRACE_TRACEME, 0, NULL, NULL))
 		return 2;
 	raise(SIGSTOP);
