@@ -277,7 +277,7 @@ enum { SEEN_NEVER, SEEN_KERNEL, SEEN_FLOOR, SEEN_LINE, SEEN_HOLDING };
  *     parent's, and MONOTONIC by exactly as much, is not told apart), and
  *     that width comes off BOOTTIME's tolerance (boot_tolerance_ns): no
  *     reading strays further from the kernel's answer than
- *     PVREAD_MAX_ERROR_NS.  A width above an eighth of the tolerance, a
+ *     PVREAD_MAX_ERROR_NS.  A width above half the tolerance, a
  *     page update, a clock call that failed: the kernel answers BOOTTIME
  *     and a later call checks again, BOOT_CHECKS times at most; a re-check
  *     takes the boottime brackets alone (other threads read map.ns once

@@ -641,11 +641,13 @@ void pvread_map_now(void)
  * The page's fine @a less its fine @b, in ns, at one update: exact, for
  * the fine bases share the timekeeper's fraction (the module's differ by
  * whole ns << shift): REALTIME and MONOTONIC by wall_to_monotonic, BOOTTIME
- * and MONOTONIC by monotonic_to_boot.  0 while an update is being written,
- * or before the first; -1 for values no module writes.
+ * and MONOTONIC by monotonic_to_boot.  False while an update is being
+ * written, before the first, or for values no module writes (which no
+ * check can tell anything by: not a reason to read /proc, which a filter
+ * may kill).
  */
-static int page_base_diff(const struct pvread_header *h, clockid_t a,
-			  clockid_t b, uint64_t *d)
+static bool page_base_diff(const struct pvread_header *h, clockid_t a,
+			   clockid_t b, uint64_t *d)
 {
 	const struct pvread_clock_base *pa = &h->tk.base[a];
 	const struct pvread_clock_base *pb = &h->tk.base[b];
@@ -660,13 +662,11 @@ static int page_base_diff(const struct pvread_header *h, clockid_t a,
 	bsn = LOAD(pb->snsec);
 	shift = LOAD(h->tk.shift);
 	RMB();
-	if ((seq & 1) || LOAD(h->seq) != seq || (!asec && !asn))
-		return 0;
-	if (shift > 32)
-		return -1;
+	if ((seq & 1) || LOAD(h->seq) != seq || (!asec && !asn) || shift > 32)
+		return false;
 	*d = (asec - bsec) * NSEC_PER_SEC +
 	     (uint64_t)((int64_t)(asn - bsn) / ((int64_t)1 << shift));
-	return 1;
+	return true;
 }
 
 /* A time namespace offset of @clock, in ns (unsigned: wraps, never UB). */
@@ -693,12 +693,9 @@ static int monotonic_offset_agrees(const struct process *p)
 {
 	struct timespec r1, m, r2;
 	uint64_t kernel, page;
-	int got;
 
-	got = page_base_diff(p->map.hdr, CLOCK_MONOTONIC, CLOCK_REALTIME,
-			     &page);
-	if (got <= 0)
-		return got;
+	if (!page_base_diff(p->map.hdr, CLOCK_MONOTONIC, CLOCK_REALTIME, &page))
+		return 0;
 	if (pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r1) ||
 	    pvread_kernel_clock_gettime(CLOCK_MONOTONIC_COARSE, &m) ||
 	    pvread_kernel_clock_gettime(CLOCK_REALTIME_COARSE, &r2) ||
@@ -720,8 +717,9 @@ static int monotonic_offset_agrees(const struct process *p)
  * inherited offsets outside a bracket are not this process's (the page's
  * difference did not change across it: no resume between); inside every
  * one, the boottime offset differs by less than the narrowest, which
- * CLOCK_BOOTTIME's tolerance pays for (boot_tolerance_ns): wider than an
- * eighth of the tolerance, the check cannot tell.
+ * CLOCK_BOOTTIME's tolerance pays for (boot_tolerance_ns): wider than half
+ * the tolerance, the check cannot tell (with the xen clocksource a bracket
+ * is two system calls, a microsecond or two, against 10 us by default).
  */
 static int boottime_offset_agrees(const struct process *p, uint64_t *width)
 {
@@ -733,11 +731,11 @@ static int boottime_offset_agrees(const struct process *p, uint64_t *width)
 	int i;
 
 	for (i = 0; i < BOOT_BRACKETS; i++) {
-		if (page_base_diff(h, CLOCK_BOOTTIME, CLOCK_MONOTONIC, &d) <= 0 ||
+		if (!page_base_diff(h, CLOCK_BOOTTIME, CLOCK_MONOTONIC, &d) ||
 		    pvread_kernel_clock_gettime(CLOCK_MONOTONIC, &t1) ||
 		    pvread_kernel_clock_gettime(CLOCK_BOOTTIME, &tb) ||
 		    pvread_kernel_clock_gettime(CLOCK_MONOTONIC, &t2) ||
-		    page_base_diff(h, CLOCK_BOOTTIME, CLOCK_MONOTONIC, &d2) <= 0 ||
+		    !page_base_diff(h, CLOCK_BOOTTIME, CLOCK_MONOTONIC, &d2) ||
 		    d2 != d)
 			continue;
 		want = d + offset_ns(ns, CLOCK_BOOTTIME) -
@@ -753,7 +751,7 @@ static int boottime_offset_agrees(const struct process *p, uint64_t *width)
 		if ((uint64_t)w < best)
 			best = (uint64_t)w;
 	}
-	if (best > p->map.tolerance_ns / 8)
+	if (best > p->map.tolerance_ns / 2)
 		return 0;
 	*width = best;
 	return 1;

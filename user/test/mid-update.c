@@ -124,7 +124,12 @@ int main(void)
 	pid = fork();
 	if (pid == 0)
 		_exit(reader(o));
-	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status)) {
+	if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 2) {
+		tap_result(1, "a read meeting an update between its loads of the header # SKIP ptrace(PTRACE_TRACEME) not permitted here");
+		return tap_exit();
+	}
+	if (pid < 0 || !WIFSTOPPED(status)) {
 		tap_result(0, "setup: the reader did not stop");
 		return tap_exit();
 	}
