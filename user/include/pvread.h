@@ -88,6 +88,12 @@ extern "C" {
 PVREAD_API int pvread_clock_gettime(clockid_t clock, struct timespec *ts);
 PVREAD_API int pvread_gettimeofday(struct timeval *tv, void *tz);
 PVREAD_API time_t pvread_time(time_t *t);
+/*
+ * libpvread 0.5: @clock as one count of nanoseconds, tv_sec * 10^9 +
+ * tv_nsec of what pvread_clock_gettime() would return, with its promises;
+ * 0 with errno set where that fails (EINVAL: a clock the kernel refuses).
+ */
+PVREAD_API uint64_t pvread_ns(clockid_t clock);
 
 /*
  * Read from @page, @size bytes laid out as <linux/pvread.h> describes,

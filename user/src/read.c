@@ -466,6 +466,35 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 }
 
 /*
+ * The reading pvread_clock_gettime() would store, as one count of ns: the
+ * same attempt at the page, the sum instead of the two stores; anything
+ * but a reading that stands as it is reads again through
+ * pvread_clock_gettime() (a later reading: this one was never returned).
+ * 0, errno set, where that fails.
+ */
+uint64_t pvread_ns(clockid_t clock)
+{
+	struct process *p = atomic_load_explicit(&pvread_process,
+						 memory_order_acquire);
+	struct timespec ts;
+	struct reading v;
+	uint32_t fast;
+
+	if (likely(p) &&
+	    likely((unsigned int)clock < PVREAD_NR_CLOCK_BASES)) {
+		fast = atomic_load_explicit(&p->fast_clocks,
+					   memory_order_acquire);
+		if (likely(clock_in(fast, clock)) &&
+		    likely(try_read(p, fast, clock, &v, false) == READ_OK) &&
+		    likely(stands(p, clock, v)))
+			return (uint64_t)v.sec * NSEC_PER_SEC + v.ns;
+	}
+	if (pvread_clock_gettime(clock, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+/*
  * As gettimeofday(2): a time zone asked for is the kernel's (it keeps
  * one), and so is the reading that comes with it.  Neither asked for:
  * nothing to read, 0, as glibc's (the vDSO's) answers without a system

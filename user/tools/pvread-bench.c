@@ -39,7 +39,8 @@
 #include "pvread.h"
 #include "synthetic.h"
 
-enum via { VIA_RDTSC, VIA_RDTSCP, VIA_PVREAD, VIA_LIBC, VIA_SYSCALL };
+enum via { VIA_RDTSC, VIA_RDTSCP, VIA_PVREAD, VIA_PVREAD_NS, VIA_LIBC,
+	   VIA_SYSCALL };
 
 struct method {
 	const char *name;
@@ -56,6 +57,7 @@ static const struct method methods[] = {
 	{ "pvread CLOCK_BOOTTIME",         VIA_PVREAD,  CLOCK_BOOTTIME },
 	{ "pvread CLOCK_TAI",              VIA_PVREAD,  CLOCK_TAI },
 	{ "pvread CLOCK_MONOTONIC_COARSE", VIA_PVREAD,  CLOCK_MONOTONIC_COARSE },
+	{ "pvread_ns CLOCK_MONOTONIC",     VIA_PVREAD_NS, CLOCK_MONOTONIC },
 	{ "libc (vDSO) CLOCK_MONOTONIC",   VIA_LIBC,    CLOCK_MONOTONIC },
 	{ "syscall CLOCK_MONOTONIC",       VIA_SYSCALL, CLOCK_MONOTONIC },
 };
@@ -116,6 +118,10 @@ static uint64_t run(const struct method *m, long n)
 			sink += ts.tv_nsec;
 		}
 		break;
+	case VIA_PVREAD_NS:
+		for (i = 0; i < n; i++)
+			sink += pvread_ns(m->clock);
+		break;
 	case VIA_LIBC:
 		for (i = 0; i < n; i++) {
 			clock_gettime(m->clock, &ts);
@@ -155,7 +161,7 @@ static double measure(const struct method *m, long ms)
 		t = now_ns();
 		sink += run(m, n);
 		t = now_ns() - t;
-		if (m->via == VIA_PVREAD)
+		if (m->via == VIA_PVREAD || m->via == VIA_PVREAD_NS)
 			pvread_reads += n;
 		if (t >= ms * 1000000LL || n > (1L << 40))
 			return (double)t / n;
@@ -233,7 +239,7 @@ static int loop(long n, const char *via)
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);	/* map before counting */
 	pvread_reads++;
 	run(&m, n);
-	if (m.via == VIA_PVREAD)
+	if (m.via == VIA_PVREAD || m.via == VIA_PVREAD_NS)
 		pvread_reads += n;
 	pvread_get_stats(&st);
 	printf("%ld reads of CLOCK_MONOTONIC via %s (pvread: %llu fast, %llu via libc)\n",
