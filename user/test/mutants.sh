@@ -60,6 +60,7 @@ MUTANTS=(
     "child-boottime-bracket-not-off-tolerance|src/mapping.c|s{p->map.tolerance_ns - width\)}{p->map.tolerance_ns + 0 * width)}s"
     "boottime-check-never-pending|src/mapping.c|s{\t\tatomic_store_explicit\(&p->boot_check, BOOT_PENDING,}{\t\tatomic_store_explicit(&p->boot_check, BOOT_NONE,}s"
     "boottime-tolerance-not-set-without-namespaces|src/mapping.c|s{\t\tSTORE\(p->boot_tolerance_ns, p->map.tolerance_ns\);\n\t\treturn CLOCKS_ALL;}{\t\treturn CLOCKS_ALL;}s"
+    "ns-floor-not-respected|src/read.c|s{likely\(stands\(p, clock, v\)\)\)\n\t\t\treturn \(uint64_t\)}{1)\n\t\t\treturn (uint64_t)}s"
     "boottime-tolerance-not-read|src/read.c|s{\t\ttolerance = LOAD\(p->boot_tolerance_ns\);}{\t\t;}s"
     "monotonic-check-on-coarse-bases|src/mapping.c|s{page_base_diff\(p->map.hdr, CLOCK_MONOTONIC, CLOCK_REALTIME,}{page_base_diff(p->map.hdr, CLOCK_MONOTONIC_COARSE, CLOCK_REALTIME_COARSE,}s"
     "boottime-check-offsets-ignored|src/mapping.c|s{\t\tlo = \(int64_t\)}{\t\twant = d;\n\t\tlo = (int64_t)}s"

@@ -690,6 +690,59 @@ static int line_all_clocks(void)
 	return bad || page.hdr->line.anchors < 100;
 }
 
+/*
+ * pvread_ns(): the line page's clocks as counts of ns, each bracketed by
+ * the kernel's, and in order with pvread_clock_gettime()'s readings taken
+ * in turn (never back either way); fast (no fallback counted); a bad
+ * clock id 0 and EINVAL; a clock the page does not hold the kernel's.
+ */
+static int line_ns(void)
+{
+	static const clockid_t clocks[] = { CLOCK_MONOTONIC, CLOCK_REALTIME,
+		CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW };
+	struct pvread_stats st0, st1;
+	long outside = 0, back = 0, i;
+	struct timespec ts;
+	unsigned int c;
+	uint64_t v, cpu;
+	int64_t before, after, prev;
+	int err;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	for (c = 0; c < sizeof(clocks) / sizeof(clocks[0]); c++) {
+		pvread_clock_gettime(clocks[c], &ts);
+		prev = ns_of(&ts);
+		pvread_get_stats(&st0);
+		for (i = 0; i < 100000; i++) {
+			before = sys_ns(clocks[c]);
+			v = pvread_ns(clocks[c]);
+			after = sys_ns(clocks[c]);
+			outside += (int64_t)v < before - SLACK_NS ||
+				   (int64_t)v > after + SLACK_NS;
+			/* REALTIME and TAI may go back with the kernel's. */
+			if (clocks[c] != CLOCK_REALTIME && clocks[c] != CLOCK_TAI)
+				back += (int64_t)v < prev;
+			pvread_clock_gettime(clocks[c], &ts);
+			if (clocks[c] != CLOCK_REALTIME && clocks[c] != CLOCK_TAI)
+				back += ns_of(&ts) < (int64_t)v;
+			prev = ns_of(&ts);
+		}
+		pvread_get_stats(&st1);
+		printf("# clock %d: 100000 pvread_ns readings, %ld outside, %ld back, %llu fallbacks\n",
+		       (int)clocks[c], outside, back,
+		       (unsigned long long)(st1.slow - st0.slow));
+		outside += st1.slow - st0.slow > 1000;
+	}
+	errno = 0;
+	v = pvread_ns(12345);
+	err = errno;
+	cpu = pvread_ns(CLOCK_PROCESS_CPUTIME_ID);
+	printf("# pvread_ns(12345): %llu, %s; CLOCK_PROCESS_CPUTIME_ID %llu ns\n",
+	       (unsigned long long)v, strerror(err), (unsigned long long)cpu);
+	return outside || back || v || err != EINVAL || !cpu;
+}
+
 /* The line's fields, written as the module would, with no ticker running. */
 static void write_line(uint64_t stamp, uint64_t span, uint32_t mul,
 		       unsigned int shift, uint32_t raw_mul,
@@ -971,6 +1024,13 @@ static int line_no_shared_write(void)
 	pvread_get_stats(&st1);
 	printf("# after fallbacks: %llu of 1000 line readings raised to the floor, %ld back\n",
 	       (unsigned long long)(st1.clamped - st0.clamped), back);
+	/* pvread_ns() too: never below the floor. */
+	for (i = 0; i < 1000; i++) {
+		v = (int64_t)pvread_ns(CLOCK_MONOTONIC);
+		back += v < last;
+		last = v;
+	}
+	printf("# pvread_ns after them: %ld back in all\n", back);
 	bad |= back || st1.clamped - st0.clamped < 1000 ||
 	       st1.slow != st0.slow;
 	return bad;
@@ -2416,7 +2476,7 @@ static int wall_fallback_not_behind(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(47);
+	tap_plan(48);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -2446,6 +2506,7 @@ int main(void)
 	scenario("values no module writes: libc's answer (invalid), never garbage", hostile_page);
 	scenario("time namespace: a child's clocks are its namespace's, the parent's floors not its own", time_namespace);
 	scenario("line page: every clock fast and within the syscalls", line_all_clocks);
+	scenario("pvread_ns: every fine clock bracketed, in order with pvread_clock_gettime; a bad id 0 and EINVAL", line_ns);
 	scenario("line: MONOTONIC_RAW at raw_mul << raw_shift", line_raw_rate);
 	scenario("line: a TSC before the anchor reads as the anchor, fast", line_before_anchor);
 	scenario("line: never below the coarse clocks (MONOTONIC, REALTIME, gettimeofday against time)", line_below_coarse);
