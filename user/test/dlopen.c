@@ -96,9 +96,9 @@ static void dlclose_gives_back(const char *lib, const char *dir)
 	after = vm_kb();
 	printf("# 400 dlopen/read/dlclose cycles: VmSize %ld kB -> %ld kB\n",
 	       before, after);
+	/* The figure is on the "# " line: the result's name is the same every run. */
 	tap_result(!bad && before > 0 && after - before < 256,
-		   "dlopen, a read and dlclose 400 times: the address space does not grow (%ld kB)",
-		   after - before);
+		   "dlopen, a read and dlclose 400 times: the address space does not grow (by 256 kB or more)");
 }
 
 static int64_t ns_of(const struct timespec *ts)
