@@ -74,9 +74,10 @@ static inline int pvread_tk_base_ok(uint64_t snsec, uint32_t shift)
 
 /*
  * PVREAD_MODE_LINE: TSC ticks past the line's anchor at @tsc.  A TSC read
- * before the anchor (the module anchors each line a little ahead, so that
- * a reader still on the old one never gets past it) holds the anchor's
- * value instead of going back along the line.
+ * before the anchor (the module's TSC at the update: a reader that read
+ * its own first, or on another CPU a little behind) holds the anchor's
+ * value instead of going back along the line.  The read path inlines it
+ * into its test of the span (read.c's try_read()).
  */
 static inline uint64_t pvread_line_delta(uint64_t tsc, uint64_t tsc_timestamp)
 {

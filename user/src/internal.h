@@ -396,6 +396,30 @@ _Static_assert(offsetof(struct process, fast_clocks) == 4096,
 PVREAD_HIDDEN extern struct process *_Atomic pvread_process;
 
 /*
+ * The fast path's hint.  Its low half: the fine clocks whose last read
+ * from this copy came from the line, and how to read the TSC
+ * (FAST_RDTSCP), as fast_clocks said then; its high half: the page's
+ * disruptions (the count of resumes), low 32 bits, loaded when it was
+ * set.  Where it names the clock, the fast path reads the TSC first,
+ * before any load of the state or the page, so that the counter's latency
+ * hides them all (the vDSO's read waits for one load before its counter;
+ * this one's state is three loads deep).  Every check follows the TSC
+ * read as it does otherwise; a TSC read before the line's anchor reads as
+ * the anchor (the module anchors at its TSC at the update, which is then
+ * within the call); and a TSC read before a resume, perhaps another
+ * host's, is never used with a line after it: the hint, loaded before the
+ * TSC, names the disruptions before the TSC, and a page that counts
+ * others (inside the seq's window) sends the read to the TSC after the
+ * seq (READ_TSC_STALE, the hint renewed).  Written relaxed, only where it
+ * changes: set by a line reading that did without it, renewed after a
+ * disruption, a clock's bit cleared where the TSC was read for nothing (a
+ * clock the process may not read from the page, a fallback), all of them
+ * in mode none.  Per copy, and inherited by children: a stale hint costs
+ * one TSC read.
+ */
+PVREAD_HIDDEN extern _Atomic uint64_t pvread_tsc_first;
+
+/*
  * How reads were answered, per thread, written only on the slow path (its
  * retries in read.c, the kernel's answers, floors and lifts in order.c),
  * read by the same thread's pvread_get_stats() (info.c): the default TLS
@@ -470,6 +494,7 @@ enum read_result {
 	READ_BUSY,		/* an update is being written */
 	READ_RETRY,		/* an update completed under us */
 	READ_HOLD,		/* the fast path's: the hold is the slow path's */
+	READ_TSC_STALE,		/* a TSC read first, before a disruption */
 	READ_NO,		/* + the reason */
 	READ_NO_MODE = READ_NO + PVREAD_SLOW_MODE,
 	READ_NO_BOUND = READ_NO + PVREAD_SLOW_BOUND,

@@ -40,6 +40,9 @@
 /* This process's state: see internal.h. */
 struct process *_Atomic pvread_process;
 
+/* The fast path's hint: see internal.h. */
+_Atomic uint64_t pvread_tsc_first;
+
 /* How reads were answered, per thread: see internal.h. */
 __thread struct pvread_stats pvread_thread_stats;
 

@@ -173,13 +173,19 @@ static ALWAYS_INLINE enum read_result header_ok(const struct process *p,
  * unless @hold, for a reading that may need the hold at the coarse clocks.
  * The reading goes to *@out, normalised: a local of the caller's, so that
  * it stays in registers until it is checked and stored.  @fast is the
- * process's fast_clocks: how to read the TSC.
+ * process's fast_clocks: how to read the TSC.  @tsc_taken: the caller
+ * read the TSC first, @tsc, before this read anything (the fast path's
+ * hint, pvread_tsc_first, whose disruptions are @epoch); else the line's
+ * reading reads it after the header's checks.
  */
 static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 					       const uint32_t fast,
 					       const clockid_t clock,
 					       struct reading *out,
-					       const bool hold)
+					       const bool hold,
+					       const bool tsc_taken,
+					       uint64_t tsc,
+					       const uint32_t epoch)
 {
 	const struct mapping *m = &p->map;
 	const struct pvread_header *h = m->hdr;
@@ -212,7 +218,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * writes, the kernel answers.
 		 */
 		const struct pvread_line *l = &h->line;
-		uint64_t d, tsc;
+		uint64_t d;
 		uint32_t mul;
 		uint8_t shift;
 
@@ -223,19 +229,37 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * a page in mode none costs no TSC read.  The line's loads
 		 * run while it is read (rdtsc and rdtscp hold nothing back),
 		 * and the seq read again at the end vouches for them.  A TSC
-		 * read after the seq is not before the line it read.
+		 * read after the seq is not before the line it read; one read
+		 * first (@tsc_taken) may be, and reads as the line's anchor,
+		 * the module's TSC at the update: within the call.  But not
+		 * across a resume, after which the TSC may be another host's:
+		 * the page counts none since the hint's, or the TSC is read
+		 * again after the seq.
 		 */
 		r = header_ok(p, h, seq, clock);
 		if (unlikely(r != READ_OK))
 			return r;
-		tsc = tsc_read(fast);
+		if (!tsc_taken)
+			tsc = tsc_read(fast);
+		else if (unlikely((uint32_t)LOAD(h->disruptions) != epoch))
+			return READ_TSC_STALE;
 		b = &l->base[clock];
 		v.sec = LOAD(b->sec);
 		snsec = LOAD(b->snsec);
 		line_rate(l, clock, &mul, &shift);
-		d = pvread_line_delta(tsc, LOAD(l->tsc_timestamp));
-		if (unlikely(d > LOAD(l->tsc_span)))
-			return confirmed(h, seq, READ_NO_DELTA);
+		/*
+		 * pvread_line_delta(), with its test for a TSC before the
+		 * anchor inside the span's, so that the product waits for no
+		 * select: as unsigned, such a delta is beyond any span a
+		 * module writes (a span of 2^63 ticks or more, which none
+		 * does, takes it for a delta, beyond 64 bits: invalid).
+		 */
+		d = tsc - LOAD(l->tsc_timestamp);
+		if (unlikely(d > LOAD(l->tsc_span))) {
+			if ((int64_t)d >= 0)
+				return confirmed(h, seq, READ_NO_DELTA);
+			d = 0;
+		}
 		if (unlikely(!pvread_line_ns(d, mul, shift, snsec, &v.ns)))
 			return confirmed(h, seq, READ_NO_INVALID);
 		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
@@ -321,7 +345,8 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 		if (timens_unknown(p, clock))
 			return pvread_try_again(p, r, &a, why);
 	}
-	while (unlikely((r = try_read(p, fast, clock, &v, true)) != READ_OK))
+	while (unlikely((r = try_read(p, fast, clock, &v, true, false, 0,
+				      0)) != READ_OK))
 		if (!pvread_try_again(p, r, &a, why))
 			return false;
 	ts->tv_sec = v.sec;
@@ -416,7 +441,7 @@ int gettime_again(struct process *p, clockid_t clock, struct timespec *ts,
 		/* The hold at the coarse clocks: the same reading, held. */
 		if (r != READ_HOLD && !pvread_try_again(p, r, &a, &why))
 			return pvread_slow_clock_gettime(p, clock, ts, why);
-		r = try_read(p, fast, clock, &v, true);
+		r = try_read(p, fast, clock, &v, true, false, 0, 0);
 		if (r == READ_OK)
 			break;
 	}
@@ -426,14 +451,100 @@ int gettime_again(struct process *p, clockid_t clock, struct timespec *ts,
 }
 
 /*
+ * The fast path's hint (pvread_tsc_first) after a read of @clock that
+ * @fast said the page could answer: from the line (@line), the clock
+ * named, with the page's disruptions now; else not.  Cold: a line reading
+ * without the hint sets it once, a read that took the TSC for nothing or
+ * before a resume changes it.
+ */
+static __attribute__((noinline, cold)) void hint_tsc_first(struct process *p,
+							  clockid_t clock,
+							  uint32_t fast,
+							  bool line)
+{
+	uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
+					     memory_order_relaxed);
+
+	if (line)
+		hint = (uint64_t)(uint32_t)LOAD(p->map.hdr->disruptions) << 32 |
+		       ((uint32_t)hint & ~FAST_RDTSCP) | BIT_OF(clock) |
+		       (fast & FAST_RDTSCP);
+	else
+		hint &= ~(uint64_t)BIT_OF(clock);
+	atomic_store_explicit(&pvread_tsc_first, hint, memory_order_relaxed);
+}
+
+/* Mode none: no clock's TSC read first, until a line reading again. */
+static __attribute__((noinline, cold)) void hint_none(void)
+{
+	atomic_store_explicit(&pvread_tsc_first, 0, memory_order_relaxed);
+}
+
+/*
+ * The page's reading @v of @clock: stored, and 0, or the rest of the read
+ * where it does not stand as it is.
+ */
+static ALWAYS_INLINE int store_reading(struct process *p, clockid_t clock,
+				       struct timespec *ts, struct reading v)
+{
+	ts->tv_sec = v.sec;
+	ts->tv_nsec = (long)v.ns;
+	return likely(stands(p, clock, v)) ? 0 :
+	       pvread_page_reading(p, clock, ts);
+}
+
+/*
+ * The read where the hint names @clock: the TSC first, then the state and
+ * the page, whose loads all run while the TSC is read.  Where the page
+ * cannot answer with it, the hint forgets the clock (mode none: every
+ * clock), or is renewed (a resume since it was set), and the read goes on
+ * with a TSC after the seq.
+ */
+static ALWAYS_INLINE int read_tsc_first(struct process *p, uint64_t hint,
+					const clockid_t clock,
+					struct timespec *ts)
+{
+	const uint64_t tsc = tsc_read((uint32_t)hint);
+	const uint32_t fast = atomic_load_explicit(&p->fast_clocks,
+						   memory_order_acquire);
+	enum read_result r;
+	struct reading v;
+
+	if (unlikely(!clock_in(fast, clock))) {
+		hint_tsc_first(p, clock, fast, false);
+		return gettime_slow(clock, ts);
+	}
+	r = try_read(p, fast, clock, &v, false, true, tsc,
+		     (uint32_t)(hint >> 32));
+	if (unlikely(r != READ_OK)) {
+		if (r == READ_NO_MODE) {
+			hint_none();
+			return kernel_answer(p, clock, ts, PVREAD_SLOW_MODE);
+		}
+		if (r == READ_TSC_STALE) {
+			hint_tsc_first(p, clock, fast, true);
+			r = READ_RETRY;
+		} else if (r >= READ_NO) {
+			hint_tsc_first(p, clock, fast, false);
+		}
+		return gettime_again(p, clock, ts, r);
+	}
+	return store_reading(p, clock, ts, v);
+}
+
+/*
  * The read, shaped as the vDSO's do_hres(): one attempt at the page, and
  * one exit to everything else.  No write but *@ts unless the reading does
- * not stand as it is.
+ * not stand as it is.  Where the hint says the line answered this clock
+ * last, the TSC first; CLOCK_MONOTONIC, the one benchmarks and runtimes
+ * read most, with its id a constant.
  */
 int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 {
 	struct process *p = atomic_load_explicit(&pvread_process,
 						 memory_order_acquire);
+	const uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
+						   memory_order_relaxed);
 	enum read_result r;
 	struct reading v;
 	uint32_t fast;
@@ -442,6 +553,10 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES) ||
 	    unlikely(!ts))
 		return gettime_slow(clock, ts);
+	if (likely(clock_in((uint32_t)hint, clock)))
+		return clock == CLOCK_MONOTONIC ?
+		       read_tsc_first(p, hint, CLOCK_MONOTONIC, ts) :
+		       read_tsc_first(p, hint, clock, ts);
 	fast = atomic_load_explicit(&p->fast_clocks, memory_order_acquire);
 	if (unlikely(!clock_in(fast, clock))) {
 		if (unlikely(!(fast & FAST_KERNEL)))
@@ -454,41 +569,60 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 		pvread_thread_stats.slow_by_reason[PVREAD_SLOW_NO_PAGE]++;
 		return pvread_kernel_clock_gettime(clock, ts);
 	}
-	r = try_read(p, fast, clock, &v, false);
+	r = try_read(p, fast, clock, &v, false, false, 0, 0);
 	if (unlikely(r != READ_OK))
 		return r == READ_NO_MODE ?
 		       kernel_answer(p, clock, ts, PVREAD_SLOW_MODE) :
 		       gettime_again(p, clock, ts, r);
-	ts->tv_sec = v.sec;
-	ts->tv_nsec = (long)v.ns;
-	return likely(stands(p, clock, v)) ? 0 :
-	       pvread_page_reading(p, clock, ts);
+	if (clock_in(CLOCKS_FINE, clock))
+		hint_tsc_first(p, clock, fast, true);
+	return store_reading(p, clock, ts, v);
+}
+
+/*
+ * pvread_ns()'s attempt where the hint names @clock: the reading that
+ * stands as it is, in *@ns, or false.
+ */
+static ALWAYS_INLINE bool ns_tsc_first(struct process *p, uint64_t hint,
+				       const clockid_t clock, uint64_t *ns)
+{
+	const uint64_t tsc = tsc_read((uint32_t)hint);
+	const uint32_t fast = atomic_load_explicit(&p->fast_clocks,
+						   memory_order_acquire);
+	struct reading v;
+
+	if (unlikely(!clock_in(fast, clock)) ||
+	    unlikely(try_read(p, fast, clock, &v, false, true, tsc,
+			      (uint32_t)(hint >> 32)) != READ_OK) ||
+	    unlikely(!stands(p, clock, v)))
+		return false;
+	*ns = (uint64_t)v.sec * NSEC_PER_SEC + v.ns;
+	return true;
 }
 
 /*
  * The reading pvread_clock_gettime() would store, as one count of ns: the
- * same attempt at the page, the sum instead of the two stores; anything
- * but a reading that stands as it is reads again through
- * pvread_clock_gettime() (a later reading: this one was never returned).
- * 0, errno set, where that fails.
+ * same attempt at the page where the hint names the clock, TSC first
+ * (CLOCK_MONOTONIC's id a constant), the sum instead of the two stores;
+ * anything else reads through pvread_clock_gettime() (a later reading:
+ * this one was never returned), which keeps the hint.  0, errno set,
+ * where that fails.
  */
 uint64_t pvread_ns(clockid_t clock)
 {
 	struct process *p = atomic_load_explicit(&pvread_process,
 						 memory_order_acquire);
+	const uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
+						   memory_order_relaxed);
 	struct timespec ts;
-	struct reading v;
-	uint32_t fast;
+	uint64_t ns;
 
-	if (likely(p) &&
-	    likely((unsigned int)clock < PVREAD_NR_CLOCK_BASES)) {
-		fast = atomic_load_explicit(&p->fast_clocks,
-					   memory_order_acquire);
-		if (likely(clock_in(fast, clock)) &&
-		    likely(try_read(p, fast, clock, &v, false) == READ_OK) &&
-		    likely(stands(p, clock, v)))
-			return (uint64_t)v.sec * NSEC_PER_SEC + v.ns;
-	}
+	if (likely(p) && likely((unsigned int)clock < PVREAD_NR_CLOCK_BASES) &&
+	    likely(clock_in((uint32_t)hint, clock)) &&
+	    likely(clock == CLOCK_MONOTONIC ?
+		   ns_tsc_first(p, hint, CLOCK_MONOTONIC, &ns) :
+		   ns_tsc_first(p, hint, clock, &ns)))
+		return ns;
 	if (pvread_clock_gettime(clock, &ts))
 		return 0;
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;

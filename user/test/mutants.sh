@@ -31,7 +31,8 @@ MUTANTS=(
     "line-monotonic-at-raw-rate|src/internal.h|s{\tif \(clock == CLOCK_MONOTONIC_RAW\) \{\n\t\t\*mul = LOAD\(l->raw_mul\);}{\tif \(1\) \{\n\t\t*mul = LOAD\(l->raw_mul\);}s"
     "errno-not-restored|src/mapping.c|s{\terrno = saved_errno;\n\treturn made;\n}{\treturn made;\n}s"
     "bound-not-checked|src/read.c|s{if \(unlikely\(LOAD\(h->error_bound_ns\) > tolerance\)\)}{if \(0\)}s"
-    "line-span-not-checked|src/read.c|s{\t\tif \(unlikely\(d > LOAD\(l->tsc_span\)\)\)\n\t\t\treturn confirmed\(h, seq, READ_NO_DELTA\);}{}s"
+    "line-span-not-checked|src/read.c|s{\t\t\tif \(\(int64_t\)d >= 0\)\n\t\t\t\treturn confirmed\(h, seq, READ_NO_DELTA\);\n\t\t\td = 0;}{\t\t\tif ((int64_t)d < 0)\n\t\t\t\td = 0;}s"
+    "line-tsc-before-anchor-not-clamped|src/read.c|s{\t\t\td = 0;\n}{\t\t\treturn confirmed(h, seq, READ_NO_DELTA);\n}s"
     "floor-not-raised|src/order.c|s{\twhile \(v > cur\)\n}{\twhile \(0\)\n}s"
     "floor-not-respected|src/order.c|s{\tif \(v < cur\) \{\n\t\tpvread_thread_stats.clamped\+\+;}{\tif (0) \{\n\t\tpvread_thread_stats.clamped++;}s"
     "no-seed-while-holding|src/order.c|s{\t\t\treturn pvread_slow_clock_gettime\(p, clock, ts,\n\t\t\t\t\t\t\t PVREAD_SLOW_SEED\);}{\t\t\treturn 0;}s"
@@ -60,7 +61,7 @@ MUTANTS=(
     "child-boottime-bracket-not-off-tolerance|src/mapping.c|s{p->map.tolerance_ns - width\)}{p->map.tolerance_ns + 0 * width)}s"
     "boottime-check-never-pending|src/mapping.c|s{\t\tatomic_store_explicit\(&p->boot_check, BOOT_PENDING,}{\t\tatomic_store_explicit(&p->boot_check, BOOT_NONE,}s"
     "boottime-tolerance-not-set-without-namespaces|src/mapping.c|s{\t\tSTORE\(p->boot_tolerance_ns, p->map.tolerance_ns\);\n\t\treturn CLOCKS_ALL;}{\t\treturn CLOCKS_ALL;}s"
-    "ns-floor-not-respected|src/read.c|s{likely\(stands\(p, clock, v\)\)\)\n\t\t\treturn \(uint64_t\)}{1)\n\t\t\treturn (uint64_t)}s"
+    "ns-floor-not-respected|src/read.c|s{\t    unlikely\(!stands\(p, clock, v\)\)\)\n\t\treturn false;}{\t    0)\n\t\treturn false;}s"
     "boottime-tolerance-not-read|src/read.c|s{\t\ttolerance = LOAD\(p->boot_tolerance_ns\);}{\t\t;}s"
     "monotonic-check-on-coarse-bases|src/mapping.c|s{page_base_diff\(p->map.hdr, CLOCK_MONOTONIC, CLOCK_REALTIME,}{page_base_diff(p->map.hdr, CLOCK_MONOTONIC_COARSE, CLOCK_REALTIME_COARSE,}s"
     "boottime-check-offsets-ignored|src/mapping.c|s{\t\tlo = \(int64_t\)}{\t\twant = d;\n\t\tlo = (int64_t)}s"
@@ -94,6 +95,12 @@ MUTANTS=(
     "tsc-read-rdtsc-for-rdtscp|src/internal.h|s{__asm__ __volatile__\(\"rdtscp\"}{__asm__ __volatile__(\"rdtsc\"}s"
     "line-hold-tsc-unordered|src/order.c|s{\t\ttsc = tsc_ordered\(\);}{\t\ttsc = __rdtsc();}s"
     "pvclock-sample-tsc-unordered|src/info.c|s{\ts->tsc = tsc_ordered\(\);}{\ts->tsc = __rdtsc();}s"
+    "tsc-first-hint-never-set|src/read.c|s{\tif \(clock_in\(CLOCKS_FINE, clock\)\)\n\t\thint_tsc_first\(p, clock, fast, true\);}{}s"
+    "tsc-first-tsc-read-again|src/read.c|s{\t\tif \(!tsc_taken\)\n}{\t\tif (1)\n}s"
+    "tsc-first-hint-kept-in-mode-none|src/read.c|s{\t\t\thint_none\(\);\n}{}s"
+    "tsc-first-hint-kept-for-a-clock-not-fast|src/read.c|s{\t\thint_tsc_first\(p, clock, fast, false\);\n\t\treturn gettime_slow}{\t\treturn gettime_slow}s"
+    "tsc-first-hint-kept-at-a-fallback|src/read.c|s{(READ_NO\) \{\n)\t\t\thint_tsc_first\(p, clock, fast, false\);}{\$1\t\t\t;}s"
+    "tsc-first-across-a-resume|src/read.c|s{\t\telse if \(unlikely\(\(uint32_t\)LOAD\(h->disruptions\) != epoch\)\)\n\t\t\treturn READ_TSC_STALE;}{\t\telse if (0 \&\& epoch)\n\t\t\treturn READ_TSC_STALE;}s"
 )
 
 want=("$@")

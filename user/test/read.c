@@ -2406,6 +2406,168 @@ static int fallback_with_rdtsc_trapped(void)
 }
 
 /*
+ * The fast path reads the TSC first, before the state and the page (the
+ * hint pvread_tsc_first, set by a line reading of the clock): a TSC taken
+ * before an update, read with the line the update wrote, reads as that
+ * line's anchor, a time after the TSC and before the line's loads (within
+ * the call), exactly, with no retry: the update was not met mid-read.  The
+ * update is made from the trap of the read's own first TSC read
+ * (PR_SET_TSC), the call's one TSC read; where the TSC is read after the
+ * header instead, the read meets the update and retries.
+ */
+static volatile sig_atomic_t update_at_trap;
+static uint64_t trapped_tsc;
+
+static void update_at_rdtsc(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+	greg_t *r = uc->uc_mcontext.gregs;
+	const unsigned char *insn = (const unsigned char *)r[REG_RIP];
+	uint64_t tsc;
+	int len;
+
+	(void)sig;
+	(void)si;
+	if (insn[0] == 0x0f && insn[1] == 0x31)
+		len = 2;
+	else if (insn[0] == 0x0f && insn[1] == 0x01 && insn[2] == 0xf9)
+		len = 3;
+	else
+		abort();
+	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+	tsc = __rdtsc();
+	if (update_at_trap) {
+		update_at_trap = 0;
+		trapped_tsc = tsc;
+		synthetic_line_update(&page);
+	}
+	prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
+	r[REG_RAX] = (uint32_t)tsc;
+	r[REG_RDX] = tsc >> 32;
+	if (len == 3)
+		r[REG_RCX] = 0;
+	r[REG_RIP] += len;
+	tsc_traps++;
+}
+
+static int tsc_first_before_update(void)
+{
+	struct sigaction sa = { .sa_sigaction = update_at_rdtsc,
+				.sa_flags = SA_SIGINFO };
+	struct pvread_stats st0, st1;
+	struct timespec before, ts;
+	int64_t want;
+	int bad = 0;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	pvread_clock_gettime(CLOCK_MONOTONIC, &before);
+	pause_ticker();
+	pvread_clock_gettime(CLOCK_MONOTONIC, &before);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, NULL);
+	pvread_get_stats(&st0);
+	tsc_traps = 0;
+	update_at_trap = 1;
+	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0))
+		return skip("PR_SET_TSC refused here");
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+	pvread_get_stats(&st1);
+	want = synthetic_line_ns(&page, CLOCK_MONOTONIC, trapped_tsc);
+	printf("# a TSC read before an update: %lld ns, the new line at its anchor %lld (%+lld), %llu retries, %llu slow, %d TSC reads trapped, %lld ns after the reading before\n",
+	       (long long)ns_of(&ts), (long long)want,
+	       (long long)(ns_of(&ts) - want),
+	       (unsigned long long)(st1.retries - st0.retries),
+	       (unsigned long long)(st1.slow - st0.slow), (int)tsc_traps,
+	       (long long)(ns_of(&ts) - ns_of(&before)));
+	bad |= update_at_trap || trapped_tsc >= page.hdr->line.tsc_timestamp;
+	bad |= ns_of(&ts) != want || ns_of(&ts) < ns_of(&before);
+	bad |= st1.retries != st0.retries || st1.slow != st0.slow ||
+	       tsc_traps != 1;
+	return bad;
+}
+
+/*
+ * A TSC read first, then a save and restore before the read's loads: the
+ * TSC is the old host's, here 100 ms ahead of the new one's, and the page
+ * has counted a resume (disruptions) and anchors a line on the new TSC.
+ * The read must not use the old TSC with the new line (100 ms ahead of
+ * the kernel, and the next read back by as much): it reads the TSC again
+ * after the seq.  The restore made from the trap of the read's first TSC
+ * read, as in tsc_first_before_update().
+ */
+static volatile sig_atomic_t restore_at_trap;
+static uint64_t old_host_ahead;
+
+static void restore_at_rdtsc(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+	greg_t *r = uc->uc_mcontext.gregs;
+	const unsigned char *insn = (const unsigned char *)r[REG_RIP];
+	uint64_t tsc;
+	int len;
+
+	(void)sig;
+	(void)si;
+	if (insn[0] == 0x0f && insn[1] == 0x31)
+		len = 2;
+	else if (insn[0] == 0x0f && insn[1] == 0x01 && insn[2] == 0xf9)
+		len = 3;
+	else
+		abort();
+	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+	tsc = __rdtsc();
+	if (restore_at_trap) {
+		restore_at_trap = 0;
+		tsc += old_host_ahead;
+		synthetic_line_leave(&page);
+		synthetic_write_begin(&page);
+		page.hdr->disruptions++;
+		synthetic_write_end(&page);
+		synthetic_line_enter(&page, 0);
+	}
+	prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
+	r[REG_RAX] = (uint32_t)tsc;
+	r[REG_RDX] = tsc >> 32;
+	if (len == 3)
+		r[REG_RCX] = 0;
+	r[REG_RIP] += len;
+	tsc_traps++;
+}
+
+static int tsc_first_before_restore(void)
+{
+	struct sigaction sa = { .sa_sigaction = restore_at_rdtsc,
+				.sa_flags = SA_SIGINFO };
+	struct timespec ts, next;
+	int64_t before, after;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pause_ticker();
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	old_host_ahead = page.tsc_hz / 10;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, NULL);
+	tsc_traps = 0;
+	restore_at_trap = 1;
+	before = sys_ns(CLOCK_MONOTONIC);
+	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0))
+		return skip("PR_SET_TSC refused here");
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+	after = sys_ns(CLOCK_MONOTONIC);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &next);
+	printf("# a TSC read before a restore (the old host's, 100 ms ahead): %+lld ns from the kernel's clock after the read, the next read %+lld ns from it; %d TSC reads trapped\n",
+	       (long long)(ns_of(&ts) - after),
+	       (long long)(ns_of(&next) - ns_of(&ts)), (int)tsc_traps);
+	return restore_at_trap || ns_of(&ts) < before - SLACK_NS ||
+	       ns_of(&ts) > after + SLACK_NS || ns_of(&next) < ns_of(&ts);
+}
+
+/*
  * The kernel's answers in mode none, then line mode with the line 50 ms
  * behind the kernel: the first line reading is not below the last answer
  * returned, though no floor was kept while only the kernel answered (the
@@ -2503,7 +2665,7 @@ static int wall_fallback_not_behind(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(49);
+	tap_plan(51);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -2548,6 +2710,8 @@ int main(void)
 	scenario("line -> none -> line: never back", line_none_line);
 	scenario("line: the first fallback after line readings is at the TSC it reads, not ahead of the line", line_first_fallback_now);
 	scenario("rdtsc trapped (PR_SET_TSC) and handled: the first fallback after line readings is not killed", fallback_with_rdtsc_trapped);
+	scenario("a TSC read first, before an update: the new line's anchor, no retry", tsc_first_before_update);
+	scenario("a TSC read first, before a resume: never with the line after it", tsc_first_before_restore);
 	scenario("mode none, then a line behind the kernel: the first page reading not below the kernel's answers", kernel_answers_then_line);
 	scenario("REALTIME, TAI, gettimeofday after line readings: not back at a fallback; a step of the page's wall clock followed", wall_fallback_not_behind);
 	scenario("line: monotonic across threads while re-anchored", line_cross_thread);
