@@ -41,6 +41,7 @@
 #include "internal.h"
 #include "synthetic.h"
 #include "tap.h"
+#include "tsc-trap.h"
 
 #define READS 20000
 
@@ -280,32 +281,21 @@ static void check_updates(struct synthetic *s)
 extern const char __executable_start[], etext[];
 static volatile sig_atomic_t own_rdtscp;
 
-static void count_rdtscp(int sig, siginfo_t *si, void *uc_)
+static void count_rdtscp(int sig, siginfo_t *si, void *uc)
 {
-	ucontext_t *uc = uc_;
-	greg_t *r = uc->uc_mcontext.gregs;
-	const char *insn = (const char *)r[REG_RIP];
+	const ucontext_t *u = uc;
+	const char *insn = (const char *)u->uc_mcontext.gregs[REG_RIP];
+	int len = tsc_trap_len(u);
 	uint64_t tsc;
-	int len;
 
 	(void)sig;
 	(void)si;
-	if (insn[0] == 0x0f && insn[1] == 0x31)
-		len = 2;
-	else if (insn[0] == 0x0f && insn[1] == 0x01 && (unsigned char)insn[2] == 0xf9)
-		len = 3;
-	else
-		abort();
-	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+	tsc_trap(false);
 	tsc = __rdtsc();
-	prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
+	tsc_trap(true);
 	if (len == 3 && insn >= __executable_start && insn < etext)
 		own_rdtscp++;
-	r[REG_RAX] = (uint32_t)tsc;
-	r[REG_RDX] = tsc >> 32;
-	if (len == 3)
-		r[REG_RCX] = 0;
-	r[REG_RIP] += len;
+	tsc_trap_return(uc, len, tsc);
 }
 
 /* @n reads of CLOCK_MONOTONIC, rdtscp trapped: the fast path's in *@traps. */
@@ -319,7 +309,7 @@ static int trapped_reads(int n, int *traps)
 		return -1;
 	for (i = 0; i < n; i++)
 		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
-	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+	tsc_trap(false);
 	*traps = own_rdtscp;
 	return 0;
 }

@@ -34,6 +34,7 @@
 #include "arith.h"
 #include "synthetic.h"
 #include "tap.h"
+#include "tsc-trap.h"
 
 #define NSEC_PER_SEC 1000000000LL
 /* How far the synthetic page may drift from the host between ticks. */
@@ -2354,31 +2355,26 @@ static int line_first_fallback_now(void)
  * had the kernel kill it.
  */
 static volatile sig_atomic_t tsc_traps;
+/* Called once, at the next trap, with the TSC enabled: may change it. */
+static void (*volatile at_next_trap)(uint64_t *tsc);
 
-static void emulate_rdtsc(int sig, siginfo_t *si, void *uc_)
+static void emulate_rdtsc(int sig, siginfo_t *si, void *uc)
 {
-	ucontext_t *uc = uc_;
-	greg_t *r = uc->uc_mcontext.gregs;
-	const unsigned char *insn = (const unsigned char *)r[REG_RIP];
+	int len = tsc_trap_len(uc);
 	uint64_t tsc;
-	int len;
 
 	(void)sig;
 	(void)si;
-	if (insn[0] == 0x0f && insn[1] == 0x31)
-		len = 2;
-	else if (insn[0] == 0x0f && insn[1] == 0x01 && insn[2] == 0xf9)
-		len = 3;
-	else
-		abort();
-	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+	tsc_trap(false);
 	tsc = __rdtsc();
-	prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
-	r[REG_RAX] = (uint32_t)tsc;
-	r[REG_RDX] = tsc >> 32;
-	if (len == 3)
-		r[REG_RCX] = 0;
-	r[REG_RIP] += len;
+	if (at_next_trap) {
+		void (*hook)(uint64_t *) = at_next_trap;
+
+		at_next_trap = NULL;
+		hook(&tsc);
+	}
+	tsc_trap(true);
+	tsc_trap_return(uc, len, tsc);
 	tsc_traps++;
 }
 
@@ -2415,44 +2411,17 @@ static int fallback_with_rdtsc_trapped(void)
  * (PR_SET_TSC), the call's one TSC read; where the TSC is read after the
  * header instead, the read meets the update and retries.
  */
-static volatile sig_atomic_t update_at_trap;
 static uint64_t trapped_tsc;
 
-static void update_at_rdtsc(int sig, siginfo_t *si, void *uc_)
+static void update_line(uint64_t *tsc)
 {
-	ucontext_t *uc = uc_;
-	greg_t *r = uc->uc_mcontext.gregs;
-	const unsigned char *insn = (const unsigned char *)r[REG_RIP];
-	uint64_t tsc;
-	int len;
-
-	(void)sig;
-	(void)si;
-	if (insn[0] == 0x0f && insn[1] == 0x31)
-		len = 2;
-	else if (insn[0] == 0x0f && insn[1] == 0x01 && insn[2] == 0xf9)
-		len = 3;
-	else
-		abort();
-	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
-	tsc = __rdtsc();
-	if (update_at_trap) {
-		update_at_trap = 0;
-		trapped_tsc = tsc;
-		synthetic_line_update(&page);
-	}
-	prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
-	r[REG_RAX] = (uint32_t)tsc;
-	r[REG_RDX] = tsc >> 32;
-	if (len == 3)
-		r[REG_RCX] = 0;
-	r[REG_RIP] += len;
-	tsc_traps++;
+	trapped_tsc = *tsc;
+	synthetic_line_update(&page);
 }
 
 static int tsc_first_before_update(void)
 {
-	struct sigaction sa = { .sa_sigaction = update_at_rdtsc,
+	struct sigaction sa = { .sa_sigaction = emulate_rdtsc,
 				.sa_flags = SA_SIGINFO };
 	struct pvread_stats st0, st1;
 	struct timespec before, ts;
@@ -2468,7 +2437,7 @@ static int tsc_first_before_update(void)
 	sigaction(SIGSEGV, &sa, NULL);
 	pvread_get_stats(&st0);
 	tsc_traps = 0;
-	update_at_trap = 1;
+	at_next_trap = update_line;
 	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0))
 		return skip("PR_SET_TSC refused here");
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -2481,7 +2450,7 @@ static int tsc_first_before_update(void)
 	       (unsigned long long)(st1.retries - st0.retries),
 	       (unsigned long long)(st1.slow - st0.slow), (int)tsc_traps,
 	       (long long)(ns_of(&ts) - ns_of(&before)));
-	bad |= update_at_trap || trapped_tsc >= page.hdr->line.tsc_timestamp;
+	bad |= at_next_trap || trapped_tsc >= page.hdr->line.tsc_timestamp;
 	bad |= ns_of(&ts) != want || ns_of(&ts) < ns_of(&before);
 	bad |= st1.retries != st0.retries || st1.slow != st0.slow ||
 	       tsc_traps != 1;
@@ -2494,51 +2463,24 @@ static int tsc_first_before_update(void)
  * has counted a resume (disruptions) and anchors a line on the new TSC.
  * The read must not use the old TSC with the new line (100 ms ahead of
  * the kernel, and the next read back by as much): it reads the TSC again
- * after the seq.  The restore made from the trap of the read's first TSC
- * read, as in tsc_first_before_update().
+ * after the seq.  The save and restore made from the trap of the read's
+ * first TSC read, as in tsc_first_before_update().
  */
-static volatile sig_atomic_t restore_at_trap;
 static uint64_t old_host_ahead;
 
-static void restore_at_rdtsc(int sig, siginfo_t *si, void *uc_)
+static void save_and_restore(uint64_t *tsc)
 {
-	ucontext_t *uc = uc_;
-	greg_t *r = uc->uc_mcontext.gregs;
-	const unsigned char *insn = (const unsigned char *)r[REG_RIP];
-	uint64_t tsc;
-	int len;
-
-	(void)sig;
-	(void)si;
-	if (insn[0] == 0x0f && insn[1] == 0x31)
-		len = 2;
-	else if (insn[0] == 0x0f && insn[1] == 0x01 && insn[2] == 0xf9)
-		len = 3;
-	else
-		abort();
-	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
-	tsc = __rdtsc();
-	if (restore_at_trap) {
-		restore_at_trap = 0;
-		tsc += old_host_ahead;
-		synthetic_line_leave(&page);
-		synthetic_write_begin(&page);
-		page.hdr->disruptions++;
-		synthetic_write_end(&page);
-		synthetic_line_enter(&page, 0);
-	}
-	prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
-	r[REG_RAX] = (uint32_t)tsc;
-	r[REG_RDX] = tsc >> 32;
-	if (len == 3)
-		r[REG_RCX] = 0;
-	r[REG_RIP] += len;
-	tsc_traps++;
+	*tsc += old_host_ahead;
+	synthetic_line_leave(&page);
+	synthetic_write_begin(&page);
+	page.hdr->disruptions++;
+	synthetic_write_end(&page);
+	synthetic_line_enter(&page, 0);
 }
 
 static int tsc_first_before_restore(void)
 {
-	struct sigaction sa = { .sa_sigaction = restore_at_rdtsc,
+	struct sigaction sa = { .sa_sigaction = emulate_rdtsc,
 				.sa_flags = SA_SIGINFO };
 	struct timespec ts, next;
 	int64_t before, after;
@@ -2552,7 +2494,7 @@ static int tsc_first_before_restore(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGSEGV, &sa, NULL);
 	tsc_traps = 0;
-	restore_at_trap = 1;
+	at_next_trap = save_and_restore;
 	before = sys_ns(CLOCK_MONOTONIC);
 	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0))
 		return skip("PR_SET_TSC refused here");
@@ -2563,7 +2505,7 @@ static int tsc_first_before_restore(void)
 	printf("# a TSC read before a restore (the old host's, 100 ms ahead): %+lld ns from the kernel's clock after the read, the next read %+lld ns from it; %d TSC reads trapped\n",
 	       (long long)(ns_of(&ts) - after),
 	       (long long)(ns_of(&next) - ns_of(&ts)), (int)tsc_traps);
-	return restore_at_trap || ns_of(&ts) < before - SLACK_NS ||
+	return at_next_trap || ns_of(&ts) < before - SLACK_NS ||
 	       ns_of(&ts) > after + SLACK_NS || ns_of(&next) < ns_of(&ts);
 }
 
