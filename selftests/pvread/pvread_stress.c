@@ -309,6 +309,7 @@ TEST_F_TIMEOUT(stress, everything_moves, STRESS_MAX_SECONDS + 120)
 	uint64_t by_reason[PVREAD_SLOW_NR_REASONS] = { 0 };
 	const char *params = getenv("PVREAD_KMOD_ARGS") ?: "";
 	struct pvst_page pg = { 0 }, first = { 0 };
+	struct timespec first_read;
 	int64_t worst_dev = 0, worst_warp = 0, t0;
 	char reasons[256] = "", modes[200], lines[240];
 	int expect = pvst_expect_mode(), i, round = 0;
@@ -320,6 +321,14 @@ TEST_F_TIMEOUT(stress, everything_moves, STRESS_MAX_SECONDS + 120)
 
 	t = calloc(self->cpus.n, sizeof(*t));
 	ASSERT_NE(NULL, t);
+	/*
+	 * The library maps the page at its first call, before the readers
+	 * start (as the preload shim does at load): readers racing that call
+	 * get the kernel's answers meanwhile, which are libc's, and Linux
+	 * before 6.15 steps its own MONOTONIC_COARSE back on a frequency
+	 * change, which the clock changes below make at once.
+	 */
+	pvread_clock_gettime(CLOCK_MONOTONIC, &first_read);
 	for (i = 0; i < self->cpus.n; i++) {
 		t[i] = (struct reader){ .index = i, .cpus = &self->cpus,
 					.fd = self->fd, .stop = &stop,
