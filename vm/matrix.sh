@@ -449,6 +449,12 @@ matrix_boot() {
     else
         matrix_record "$name" fail "kernel console clean (vm/run scan)"
         [[ -z $splats ]] || reason="${reason:+$reason; }$splats oops/BUG/WARNING/refcount lines on the console"
+        # The lines themselves, as vm/run's one badness filter found them.
+        { echo "$name: the console's first splat lines ($RUNDIR/$tag.console):"
+          tr -d '\r' <"$RUNDIR/$tag.console" 2>/dev/null |
+              grep -aE '^ *(\[ *[0-9]+\.[0-9]+\]|\(XEN\)|domU\| )' |
+              "$VM_DIR/../selftests/pvread/pvread_badness.sh" | head -n 6 | sed 's/^/    /'
+        } >>"$RUNDIR/why" || true
     fi
     if [[ $rc -eq 0 ]]; then
         matrix_record "$name" pass "guest suite exit status 0"
@@ -541,7 +547,31 @@ matrix_summary() {
                         print M[j] ": " W[i] ": " f[M[j], i, k]
         }' "$FIGURES"
     fi
+    matrix_failures "$@"
     ! grep -q $'\tfail\t' "$RESULTS"
+}
+
+# matrix_failures MACHINE...: what failed, last of all, so that a log cut
+# to its tail (a CI excerpt) still names it: each failed result with the
+# "# " lines its test printed before it (the last few), each boot that
+# failed with its reason, and what the run's own checks wrote to
+# $RUNDIR/why (a manifest's differences, a host step's last lines).
+matrix_failures() {
+    local nf
+    nf=$(grep -c $'\tfail\t' "$RESULTS" || true)
+    ((nf > 0)) || [[ -s $RUNDIR/why ]] || return 0
+    echo
+    echo "=== what failed: $nf result(s)"
+    awk -F'\t' -v figures="$FIGURES" '
+    BEGIN { while ((getline l < figures) > 0) { split(l, a, "\t"); k = a[1] SUBSEP a[2]; f[k, ++n[k]] = a[3] } }
+    $2 == "fail" && !(($1, $3) in shown) {
+        shown[$1, $3] = 1
+        print "FAIL " $1 ": " $3 ($4 != "" ? " (" $4 ")" : "")
+        k = $1 SUBSEP $3
+        for (i = (n[k] > 4 ? n[k] - 3 : 1); i <= n[k]; i++) print "    " f[k, i]
+    }' "$RESULTS" | head -n 60
+    awk -F'\t' '$8 != "" && $8 != "-" { print "boot " $1 ": exit " $2 ", " $8 }' "$MACHINE_ROWS"
+    [[ ! -s $RUNDIR/why ]] || head -n 40 "$RUNDIR/why"
 }
 
 # ---- the manifest: what each machine's run must show ----
@@ -628,7 +658,7 @@ matrix_manifest_check() {
             matrix_record "$m" pass "$MANIFEST_TEST"
             [[ -z $out ]] || sed "s|^|=== manifest: $m: |" <<<"$out"
         else
-            sed "s|^|=== manifest: $m: |" <<<"$out"
+            sed "s|^|=== manifest: $m: |" <<<"$out" | tee -a "$RUNDIR/why"
             matrix_record "$m" fail "$MANIFEST_TEST"
         fi
     done
