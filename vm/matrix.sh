@@ -620,10 +620,13 @@ matrix_manifest_check() {
             function norm(r) { gsub(/[0-9]+/, "N", r); return r }
             FNR == NR {
                 if ($0 ~ /^#/ || $0 ~ /^[ \t]*$/) next
-                want[$1, $2] = 1; why[$2] = $3; order[++n] = $1 "\t" $2
+                # A name may both skip and pass (a test run twice, with
+                # and without a page): reasons are those of skips alone.
+                want[$1, $2] = 1; order[++n] = $1 "\t" $2
+                if ($1 == "skip") why[$2] = $3
                 next
             }
-            { got[$1, $2] = 1; gotwhy[$2] = $3; seen[++k] = $1 "\t" $2 }
+            { got[$1, $2] = 1; seen[++k] = $1 "\t" $2; if ($1 == "skip") gotwhy[$2] = $3 }
             END {
                 bad = 0
                 for (i = 1; i <= n; i++) {
