@@ -46,6 +46,16 @@ PVREAD_HIDDEN int pvread_kernel_clock_gettime(clockid_t clock,
 					      struct timespec *ts);
 PVREAD_HIDDEN int pvread_kernel_gettimeofday(struct timeval *tv, void *tz);
 PVREAD_HIDDEN int pvread_kernel_has_vdso(void);
+/* The vDSO's -errno as -1 with errno set. */
+PVREAD_HIDDEN __attribute__((cold)) int pvread_vdso_error(int ret);
+/*
+ * The vDSO's clock_gettime(), kernel.c's constructor finds it, or NULL.
+ * Defined in read.c, which calls it where the kernel answers first: a test
+ * that has its own pvread_kernel_clock_gettime() (without kernel.c) keeps
+ * it NULL, and every kernel's read goes through its hook.
+ */
+typedef int (*pvread_clock_gettime_fn)(clockid_t, struct timespec *);
+PVREAD_HIDDEN extern _Atomic(pvread_clock_gettime_fn) pvread_vdso_clock_gettime;
 
 #define NSEC_PER_SEC 1000000000LL
 #define KTIME_SEC_MAX (INT64_MAX / NSEC_PER_SEC)
@@ -418,6 +428,13 @@ PVREAD_HIDDEN extern struct process *_Atomic pvread_process;
  * one TSC read.
  */
 PVREAD_HIDDEN extern _Atomic uint64_t pvread_tsc_first;
+/*
+ * pvread_tsc_first, alone: the kernel answered the last read as it
+ * answers every clock (the page said none, or there is none), so the next
+ * read asks it first, with no load of the state or the page before the
+ * vDSO's counter, and checks them after (read.c's read_kernel_first()).
+ */
+#define HINT_KERNEL FAST_KERNEL
 
 /*
  * How reads were answered, per thread, written only on the slow path (its
@@ -683,26 +700,21 @@ void pvread_settle_answer(struct process *p, clockid_t clock,
 			  struct timespec *ts);
 
 /*
- * The kernel's answer: the one fallback of every read
- * (pvread_slow_clock_gettime()), and inline where the page is in mode
- * none, so that such a read costs little more than libc's.  For the clocks
- * that never go back, once this process has returned page readings of
+ * The kernel's answer, @ret of its read into *@ts: the one fallback of
+ * every read (pvread_slow_clock_gettime()), and inline where the page is
+ * in mode none, so that such a read costs little more than libc's.  For
+ * the clocks that never go back, once this process has returned page readings of
  * them, lifted towards the line and held by the floor (order.c's
  * pvread_settle_answer()); before that, the kernel's answer as it is
  * (KERNEL, noted once): the load of mode_seen after the kernel's read is
  * what lets a thread that starts reading the page wait these answers out
  * (SEEN_*, above).  @p: NULL without a mapping (yet).
  */
-static ALWAYS_INLINE int kernel_answer(struct process *p, clockid_t clock,
-				       struct timespec *ts,
-				       enum pvread_slow_reason why)
+static ALWAYS_INLINE int kernel_answered(struct process *p, clockid_t clock,
+					 struct timespec *ts, int ret)
 {
 	uint32_t seen;
-	int ret;
 
-	pvread_thread_stats.slow++;
-	pvread_thread_stats.slow_by_reason[why]++;
-	ret = pvread_kernel_clock_gettime(clock, ts);
 	if (unlikely(ret) ||
 	    !clock_in(CLOCKS_NOTED | BIT_OF(CLOCK_MONOTONIC_COARSE), clock))
 		return ret;
@@ -723,6 +735,16 @@ static ALWAYS_INLINE int kernel_answer(struct process *p, clockid_t clock,
 		return ret;
 	pvread_settle_answer(p, clock, ts);
 	return ret;
+}
+
+/* The kernel's read, counted for @why, and kernel_answered(). */
+static ALWAYS_INLINE int kernel_answer(struct process *p, clockid_t clock,
+				       struct timespec *ts,
+				       enum pvread_slow_reason why)
+{
+	pvread_thread_stats.slow_by_reason[why]++;
+	return kernel_answered(p, clock, ts,
+			       pvread_kernel_clock_gettime(clock, ts));
 }
 PVREAD_HIDDEN __attribute__((noinline, cold))
 int pvread_page_reading(struct process *p, clockid_t clock,

@@ -28,15 +28,14 @@
 #error "x86-64 only: the vDSO and system call here take the 64-bit timespec"
 #endif
 
-typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
 typedef int (*gettimeofday_fn)(struct timeval *, void *);
 
 /*
  * Found once, in the constructor below, and only read afterwards; atomic,
  * as a constructor of another library may start a thread that reads the
- * clock before it runs.  NULL: the system call.
+ * clock before it runs.  NULL: the system call.  clock_gettime's is
+ * pvread_vdso_clock_gettime (internal.h), read.c's.
  */
-static _Atomic(clock_gettime_fn) vdso_clock_gettime;
 static _Atomic(gettimeofday_fn) vdso_gettimeofday;
 
 /* Does version index @ndx of the vDSO name @want ("LINUX_2.6")? */
@@ -136,7 +135,8 @@ __attribute__((constructor)) static void find_vdso(void)
 
 	if (!base)
 		return;
-	atomic_store_explicit(&vdso_clock_gettime, (clock_gettime_fn)
+	atomic_store_explicit(&pvread_vdso_clock_gettime,
+			      (pvread_clock_gettime_fn)
 			      vdso_sym(base, "__vdso_clock_gettime"),
 			      memory_order_relaxed);
 	atomic_store_explicit(&vdso_gettimeofday, (gettimeofday_fn)
@@ -144,20 +144,17 @@ __attribute__((constructor)) static void find_vdso(void)
 			      memory_order_relaxed);
 }
 
-/* The vDSO returns the system call's -errno: as libc, -1 with errno. */
 static int from_vdso(int ret)
 {
-	if (ret >= 0)
-		return ret;
-	errno = -ret;
-	return -1;
+	return ret >= 0 ? ret : pvread_vdso_error(ret);
 }
 
 /* As clock_gettime(2): 0, or -1 with errno set. */
 int pvread_kernel_clock_gettime(clockid_t clock, struct timespec *ts)
 {
-	clock_gettime_fn vdso = atomic_load_explicit(&vdso_clock_gettime,
-						     memory_order_relaxed);
+	pvread_clock_gettime_fn vdso =
+		atomic_load_explicit(&pvread_vdso_clock_gettime,
+				     memory_order_relaxed);
 
 	/* The vDSO writes through @ts unchecked: EFAULT is the kernel's. */
 	if (vdso && ts)
@@ -178,6 +175,6 @@ int pvread_kernel_gettimeofday(struct timeval *tv, void *tz)
 /* Is the kernel's answer the vDSO's?  For the tests. */
 int pvread_kernel_has_vdso(void)
 {
-	return atomic_load_explicit(&vdso_clock_gettime,
+	return atomic_load_explicit(&pvread_vdso_clock_gettime,
 				    memory_order_relaxed) != NULL;
 }

@@ -467,17 +467,21 @@ static __attribute__((noinline, cold)) void hint_tsc_first(struct process *p,
 
 	if (line)
 		hint = (uint64_t)(uint32_t)LOAD(p->map.hdr->disruptions) << 32 |
-		       ((uint32_t)hint & ~FAST_RDTSCP) | BIT_OF(clock) |
-		       (fast & FAST_RDTSCP);
+		       ((uint32_t)hint & ~(FAST_RDTSCP | HINT_KERNEL)) |
+		       BIT_OF(clock) | (fast & FAST_RDTSCP);
 	else
 		hint &= ~(uint64_t)BIT_OF(clock);
 	atomic_store_explicit(&pvread_tsc_first, hint, memory_order_relaxed);
 }
 
-/* Mode none: no clock's TSC read first, until a line reading again. */
-static __attribute__((noinline, cold)) void hint_none(void)
+/*
+ * Mode none, or no page: every clock the kernel's first (HINT_KERNEL), or
+ * no longer.  No clock's TSC read first, until a line reading again.
+ */
+static __attribute__((noinline, cold)) void hint_kernel(bool kernel)
 {
-	atomic_store_explicit(&pvread_tsc_first, 0, memory_order_relaxed);
+	atomic_store_explicit(&pvread_tsc_first, kernel ? HINT_KERNEL : 0,
+			      memory_order_relaxed);
 }
 
 /*
@@ -518,7 +522,7 @@ static ALWAYS_INLINE int read_tsc_first(struct process *p, uint64_t hint,
 		     (uint32_t)(hint >> 32));
 	if (unlikely(r != READ_OK)) {
 		if (r == READ_NO_MODE) {
-			hint_none();
+			hint_kernel(true);
 			return kernel_answer(p, clock, ts, PVREAD_SLOW_MODE);
 		}
 		if (r == READ_TSC_STALE) {
@@ -532,32 +536,36 @@ static ALWAYS_INLINE int read_tsc_first(struct process *p, uint64_t hint,
 	return store_reading(p, clock, ts, v);
 }
 
-/*
- * The read, shaped as the vDSO's do_hres(): one attempt at the page, and
- * one exit to everything else.  No write but *@ts unless the reading does
- * not stand as it is.  Where the hint says the line answered this clock
- * last, the TSC first; CLOCK_MONOTONIC, the one benchmarks and runtimes
- * read most, with its id a constant.
- */
-int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
+/* read_tsc_first() of CLOCK_MONOTONIC, its id a constant; of others. */
+static __attribute__((noinline)) int read_monotonic_tsc_first(struct process *p,
+							      uint64_t hint,
+							      struct timespec *ts)
 {
-	struct process *p = atomic_load_explicit(&pvread_process,
-						 memory_order_acquire);
-	const uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
-						   memory_order_relaxed);
+	return read_tsc_first(p, hint, CLOCK_MONOTONIC, ts);
+}
+
+static __attribute__((noinline)) int read_clock_tsc_first(struct process *p,
+							  uint64_t hint,
+							  clockid_t clock,
+							  struct timespec *ts)
+{
+	return read_tsc_first(p, hint, clock, ts);
+}
+
+/*
+ * The read without a hint: one attempt at the page, its TSC after the
+ * seq, and one exit to everything else.  A line reading of a fine clock
+ * sets the hint, mode none or no page the kernel's.
+ */
+static __attribute__((noinline)) int read_page(struct process *p,
+					       clockid_t clock,
+					       struct timespec *ts)
+{
+	const uint32_t fast = atomic_load_explicit(&p->fast_clocks,
+						   memory_order_acquire);
 	enum read_result r;
 	struct reading v;
-	uint32_t fast;
 
-	if (unlikely(!p) ||
-	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES) ||
-	    unlikely(!ts))
-		return gettime_slow(clock, ts);
-	if (likely(clock_in((uint32_t)hint, clock)))
-		return clock == CLOCK_MONOTONIC ?
-		       read_tsc_first(p, hint, CLOCK_MONOTONIC, ts) :
-		       read_tsc_first(p, hint, clock, ts);
-	fast = atomic_load_explicit(&p->fast_clocks, memory_order_acquire);
 	if (unlikely(!clock_in(fast, clock))) {
 		if (unlikely(!(fast & FAST_KERNEL)))
 			return gettime_slow(clock, ts);
@@ -565,18 +573,122 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 		 * No page, for good: no reading of it can come, so nothing
 		 * to hold; the kernel's answer, counted, by a tail call.
 		 */
-		pvread_thread_stats.slow++;
+		hint_kernel(true);
 		pvread_thread_stats.slow_by_reason[PVREAD_SLOW_NO_PAGE]++;
 		return pvread_kernel_clock_gettime(clock, ts);
 	}
 	r = try_read(p, fast, clock, &v, false, false, 0, 0);
-	if (unlikely(r != READ_OK))
-		return r == READ_NO_MODE ?
-		       kernel_answer(p, clock, ts, PVREAD_SLOW_MODE) :
-		       gettime_again(p, clock, ts, r);
+	if (unlikely(r != READ_OK)) {
+		if (r != READ_NO_MODE)
+			return gettime_again(p, clock, ts, r);
+		hint_kernel(true);
+		return kernel_answer(p, clock, ts, PVREAD_SLOW_MODE);
+	}
 	if (clock_in(CLOCKS_FINE, clock))
 		hint_tsc_first(p, clock, fast, true);
 	return store_reading(p, clock, ts, v);
+}
+
+_Atomic(pvread_clock_gettime_fn) pvread_vdso_clock_gettime;
+
+/* The vDSO returns the system call's -errno: as libc, -1 with errno. */
+int pvread_vdso_error(int ret)
+{
+	errno = -ret;
+	return -1;
+}
+
+/*
+ * The read where the hint says the kernel answered the last: the kernel's
+ * answer first, then the loads that say whether it is one to return,
+ * which its counter's latency hides.  A page still in mode none: the
+ * answer as kernel_answered() returns it, for every clock (the kernel
+ * knows a child's offsets, checked or not), in a child too (its state's
+ * second half wiped: its clocks NEVER seen).  No page: for good
+ * (fast_clocks), as read_page() answers.  Else a page that left mode
+ * none, or a child's first read without a page: the hint forgets, and
+ * the read starts again, this answer unreturned.
+ */
+static ALWAYS_INLINE int read_kernel_first(struct process *p,
+					    const clockid_t clock,
+					    struct timespec *ts)
+{
+	const pvread_clock_gettime_fn vdso =
+		atomic_load_explicit(&pvread_vdso_clock_gettime,
+				     memory_order_relaxed);
+	const struct pvread_header *h;
+	int ret;
+
+	/* pvread_kernel_clock_gettime(), one call less. */
+	if (likely(vdso)) {
+		ret = vdso(clock, ts);
+		if (unlikely(ret < 0))
+			ret = pvread_vdso_error(ret);
+	} else {
+		ret = pvread_kernel_clock_gettime(clock, ts);
+	}
+	/* The state's first half, which a fork keeps. */
+	h = p->map.hdr;
+	if (likely(h)) {
+		if (likely(LOAD(h->mode) == PVREAD_MODE_NONE)) {
+			/* Counted after the read: no load before its counter. */
+			pvread_thread_stats.slow_by_reason[PVREAD_SLOW_MODE]++;
+			return kernel_answered(p, clock, ts, ret);
+		}
+	} else if (likely(atomic_load_explicit(&p->fast_clocks,
+					       memory_order_relaxed) &
+			  FAST_KERNEL)) {
+		/* No page, for good: nothing to hold (as read_page()). */
+		pvread_thread_stats.slow_by_reason[PVREAD_SLOW_NO_PAGE]++;
+		return ret;
+	}
+	hint_kernel(false);
+	return read_page(p, clock, ts);
+}
+
+/* read_kernel_first() of CLOCK_MONOTONIC, its id a constant; of others. */
+static __attribute__((noinline)) int read_monotonic_kernel_first(struct process *p,
+								 struct timespec *ts)
+{
+	return read_kernel_first(p, CLOCK_MONOTONIC, ts);
+}
+
+static __attribute__((noinline)) int read_clock_kernel_first(struct process *p,
+							     clockid_t clock,
+							     struct timespec *ts)
+{
+	return read_kernel_first(p, clock, ts);
+}
+
+/*
+ * The read, shaped as the vDSO's do_hres(): one attempt at the page, and
+ * one exit to everything else.  No write but *@ts unless the reading does
+ * not stand as it is.  The hint says which attempt: the TSC first where
+ * the line answered this clock last (CLOCK_MONOTONIC, the one benchmarks
+ * and runtimes read most, with its id a constant), the kernel first where
+ * it answered the last read; else the page's.  Each a tail call, so that
+ * none waits for another's prologue.
+ */
+int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
+{
+	struct process *p = atomic_load_explicit(&pvread_process,
+						 memory_order_acquire);
+	const uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
+						   memory_order_relaxed);
+
+	if (unlikely(!p) ||
+	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES) ||
+	    unlikely(!ts))
+		return gettime_slow(clock, ts);
+	if (likely(clock_in((uint32_t)hint, clock)))
+		return clock == CLOCK_MONOTONIC ?
+		       read_monotonic_tsc_first(p, hint, ts) :
+		       read_clock_tsc_first(p, hint, clock, ts);
+	if ((uint32_t)hint & HINT_KERNEL)
+		return clock == CLOCK_MONOTONIC ?
+		       read_monotonic_kernel_first(p, ts) :
+		       read_clock_kernel_first(p, clock, ts);
+	return read_page(p, clock, ts);
 }
 
 /*

@@ -97,9 +97,12 @@ MUTANTS=(
     "pvclock-sample-tsc-unordered|src/info.c|s{\ts->tsc = tsc_ordered\(\);}{\ts->tsc = __rdtsc();}s"
     "tsc-first-hint-never-set|src/read.c|s{\tif \(clock_in\(CLOCKS_FINE, clock\)\)\n\t\thint_tsc_first\(p, clock, fast, true\);}{}s"
     "tsc-first-tsc-read-again|src/read.c|s{\t\tif \(!tsc_taken\)\n}{\t\tif (1)\n}s"
-    "tsc-first-hint-kept-in-mode-none|src/read.c|s{\t\t\thint_none\(\);\n}{}s"
+    "tsc-first-hint-kept-in-mode-none|src/read.c|s{\t\t\thint_kernel\(true\);\n\t\t\treturn kernel_answer}{\t\t\treturn kernel_answer}s"
     "tsc-first-hint-kept-for-a-clock-not-fast|src/read.c|s{\t\thint_tsc_first\(p, clock, fast, false\);\n\t\treturn gettime_slow}{\t\treturn gettime_slow}s"
     "tsc-first-hint-kept-at-a-fallback|src/read.c|s{(READ_NO\) \{\n)\t\t\thint_tsc_first\(p, clock, fast, false\);}{\$1\t\t\t;}s"
+    "kernel-first-mode-not-checked|src/read.c|s{\t\tif \(likely\(LOAD\(h->mode\) == PVREAD_MODE_NONE\)\) \{}{\t\tif (1) \{}s"
+    "kernel-first-answer-not-noted|src/read.c|s{\t\t\treturn kernel_answered\(p, clock, ts, ret\);}{\t\t\treturn ret;}s"
+    "kernel-first-hint-never-set-by-the-page|src/read.c|s{\t\thint_kernel\(true\);\n\t\treturn kernel_answer}{\t\treturn kernel_answer}s"
     "tsc-first-across-a-resume|src/read.c|s{\t\telse if \(unlikely\(\(uint32_t\)LOAD\(h->disruptions\) != epoch\)\)\n\t\t\treturn READ_TSC_STALE;}{\t\telse if (0 \&\& epoch)\n\t\t\treturn READ_TSC_STALE;}s"
 )
 

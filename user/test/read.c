@@ -1281,10 +1281,19 @@ static int line_none_line(void)
 static int wp_uffd;
 static struct uffdio_range wp_range;
 static __thread bool wp_in_hook;
+/* Called once, right after the next kernel's read (kernel_first_then_line()). */
+static void (*after_kernel_read)(void);
 
 int pvread_kernel_clock_gettime(clockid_t clock, struct timespec *ts)
 {
 	int ret = (int)syscall(SYS_clock_gettime, clock, ts);
+
+	if (after_kernel_read) {
+		void (*fn)(void) = after_kernel_read;
+
+		after_kernel_read = NULL;
+		fn();
+	}
 
 	/* seed_while_holding(): the TLS page write-protected from here */
 	if (wp_in_hook) {
@@ -2545,6 +2554,42 @@ static int kernel_answers_then_line(void)
 }
 
 /*
+ * In mode none the kernel answers, and is asked first: the page is looked
+ * at after its read, so that nothing the library loads waits before the
+ * vDSO's counter.  A page that enters line mode during that read is read
+ * at once, the kernel's answer not returned: the hook makes the read the
+ * moment the line starts, 5 ms ahead of the kernel.
+ */
+static void enter_line_ahead(void)
+{
+	synthetic_line_enter(&page, 5000000);
+}
+
+static int kernel_first_then_line(void)
+{
+	struct timespec ts;
+	int64_t before, after;
+	uint64_t mode0, mode1;
+
+	if (adopt(PVREAD_MODE_NONE, 0))
+		return 1;
+	/* Two reads in mode none: the second asks the kernel first. */
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	mode0 = slow_for(PVREAD_SLOW_MODE);
+	after_kernel_read = enter_line_ahead;
+	before = sys_ns(CLOCK_MONOTONIC);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	after = sys_ns(CLOCK_MONOTONIC);
+	mode1 = slow_for(PVREAD_SLOW_MODE);
+	printf("# mode none, the line entered 5 ms ahead during the kernel's read: %lld ns from the bracket's start (%lld ns wide), %llu more for \"mode\"\n",
+	       (long long)(ns_of(&ts) - before), (long long)(after - before),
+	       (unsigned long long)(mode1 - mode0));
+	return ns_of(&ts) < before + 4000000 || mode1 != mode0 ||
+	       after_kernel_read != NULL;
+}
+
+/*
  * REALTIME (and gettimeofday(), and TAI) after line readings, the line
  * 50 us ahead of the kernel: leaving line mode does not take them back,
  * though the kernel never stepped them.  Then the page's timekeeper says
@@ -2607,7 +2652,7 @@ static int wall_fallback_not_behind(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(51);
+	tap_plan(52);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -2655,6 +2700,7 @@ int main(void)
 	scenario("a TSC read first, before an update: the new line's anchor, no retry", tsc_first_before_update);
 	scenario("a TSC read first, before a resume: never with the line after it", tsc_first_before_restore);
 	scenario("mode none, then a line behind the kernel: the first page reading not below the kernel's answers", kernel_answers_then_line);
+	scenario("mode none, the kernel asked first: a page that enters line mode during its read is read at once", kernel_first_then_line);
 	scenario("REALTIME, TAI, gettimeofday after line readings: not back at a fallback; a step of the page's wall clock followed", wall_fallback_not_behind);
 	scenario("line: monotonic across threads while re-anchored", line_cross_thread);
 	scenario("line readings on some threads while others hold at the line: never back", holds_and_line_readings);
