@@ -46,8 +46,6 @@ PVREAD_HIDDEN int pvread_kernel_clock_gettime(clockid_t clock,
 					      struct timespec *ts);
 PVREAD_HIDDEN int pvread_kernel_gettimeofday(struct timeval *tv, void *tz);
 PVREAD_HIDDEN int pvread_kernel_has_vdso(void);
-/* The vDSO's -errno as -1 with errno set. */
-PVREAD_HIDDEN __attribute__((cold)) int pvread_vdso_error(int ret);
 /*
  * The vDSO's clock_gettime(), kernel.c's constructor finds it, or NULL.
  * Defined in read.c, which calls it where the kernel answers first: a test
@@ -56,6 +54,17 @@ PVREAD_HIDDEN __attribute__((cold)) int pvread_vdso_error(int ret);
  */
 typedef int (*pvread_clock_gettime_fn)(clockid_t, struct timespec *);
 PVREAD_HIDDEN extern _Atomic(pvread_clock_gettime_fn) pvread_vdso_clock_gettime;
+/* The vDSO's -errno as -1 with errno set. */
+PVREAD_HIDDEN __attribute__((cold)) int pvread_vdso_error(int ret);
+
+/* @vdso's answer, as clock_gettime(2)'s: 0, or -1 with errno set. */
+static inline int pvread_vdso_answer(pvread_clock_gettime_fn vdso,
+				     clockid_t clock, struct timespec *ts)
+{
+	int ret = vdso(clock, ts);
+
+	return ret >= 0 ? ret : pvread_vdso_error(ret);
+}
 
 #define NSEC_PER_SEC 1000000000LL
 #define KTIME_SEC_MAX (INT64_MAX / NSEC_PER_SEC)
@@ -94,7 +103,8 @@ struct timens {
  * fields: written only by the thread that wins map_state's MAP_UNTRIED ->
  * MAP_BUSY (mapping.c's make_mapping()), before its release stores of
  * fast_clocks and map_state; read-only once MAP_READY, by any thread that
- * saw MAP_READY or a fast_clocks not 0 with an acquire load.
+ * saw MAP_READY or a fast_clocks not 0 with an acquire load, or the hint
+ * HINT_KERNEL (a release store after such a load) with one.
  */
 struct mapping {
 	const struct pvread_header *hdr;
@@ -430,9 +440,11 @@ PVREAD_HIDDEN extern struct process *_Atomic pvread_process;
 PVREAD_HIDDEN extern _Atomic uint64_t pvread_tsc_first;
 /*
  * pvread_tsc_first, alone: the kernel answered the last read as it
- * answers every clock (the page said none, or there is none), so the next
- * read asks it first, with no load of the state or the page before the
- * vDSO's counter, and checks them after (read.c's read_kernel_first()).
+ * answers every clock (the page not in line mode, or no page), so the
+ * next read of a clock the page serves asks it first, with no load of the
+ * state or the page before the vDSO's counter, and checks them after
+ * (read.c's read_kernel_first()).  Set with a release store, loaded with
+ * acquire: such a read loads map.hdr with no other acquire before it.
  */
 #define HINT_KERNEL FAST_KERNEL
 

@@ -144,11 +144,6 @@ __attribute__((constructor)) static void find_vdso(void)
 			      memory_order_relaxed);
 }
 
-static int from_vdso(int ret)
-{
-	return ret >= 0 ? ret : pvread_vdso_error(ret);
-}
-
 /* As clock_gettime(2): 0, or -1 with errno set. */
 int pvread_kernel_clock_gettime(clockid_t clock, struct timespec *ts)
 {
@@ -158,7 +153,7 @@ int pvread_kernel_clock_gettime(clockid_t clock, struct timespec *ts)
 
 	/* The vDSO writes through @ts unchecked: EFAULT is the kernel's. */
 	if (vdso && ts)
-		return from_vdso(vdso(clock, ts));
+		return pvread_vdso_answer(vdso, clock, ts);
 	return (int)syscall(SYS_clock_gettime, clock, ts);
 }
 
@@ -166,10 +161,12 @@ int pvread_kernel_gettimeofday(struct timeval *tv, void *tz)
 {
 	gettimeofday_fn vdso = atomic_load_explicit(&vdso_gettimeofday,
 						    memory_order_relaxed);
+	int ret;
 
-	if (vdso && tv)
-		return from_vdso(vdso(tv, tz));
-	return (int)syscall(SYS_gettimeofday, tv, tz);
+	if (!vdso || !tv)
+		return (int)syscall(SYS_gettimeofday, tv, tz);
+	ret = vdso(tv, tz);
+	return ret >= 0 ? ret : pvread_vdso_error(ret);
 }
 
 /* Is the kernel's answer the vDSO's?  For the tests. */

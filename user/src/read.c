@@ -475,13 +475,14 @@ static __attribute__((noinline, cold)) void hint_tsc_first(struct process *p,
 }
 
 /*
- * Mode none, or no page: every clock the kernel's first (HINT_KERNEL), or
+ * Not line mode, or no page: every clock the kernel's first (HINT_KERNEL), or
  * no longer.  No clock's TSC read first, until a line reading again.
  */
 static __attribute__((noinline, cold)) void hint_kernel(bool kernel)
 {
+	/* Release: the reads it sends to read_kernel_first() load map.hdr. */
 	atomic_store_explicit(&pvread_tsc_first, kernel ? HINT_KERNEL : 0,
-			      memory_order_relaxed);
+			      memory_order_release);
 }
 
 /*
@@ -620,17 +621,13 @@ static ALWAYS_INLINE int read_kernel_first(struct process *p,
 	int ret;
 
 	/* pvread_kernel_clock_gettime(), one call less. */
-	if (likely(vdso)) {
-		ret = vdso(clock, ts);
-		if (unlikely(ret < 0))
-			ret = pvread_vdso_error(ret);
-	} else {
-		ret = pvread_kernel_clock_gettime(clock, ts);
-	}
+	ret = likely(vdso) ? pvread_vdso_answer(vdso, clock, ts) :
+			     pvread_kernel_clock_gettime(clock, ts);
 	/* The state's first half, which a fork keeps. */
 	h = p->map.hdr;
 	if (likely(h)) {
-		if (likely(LOAD(h->mode) == PVREAD_MODE_NONE)) {
+		/* Not line mode, whatever its number: the kernel answers. */
+		if (likely(LOAD(h->mode) != PVREAD_MODE_LINE)) {
 			/* Counted after the read: no load before its counter. */
 			pvread_thread_stats.slow_by_reason[PVREAD_SLOW_MODE]++;
 			return kernel_answered(p, clock, ts, ret);
@@ -674,7 +671,7 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 	struct process *p = atomic_load_explicit(&pvread_process,
 						 memory_order_acquire);
 	const uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
-						   memory_order_relaxed);
+						   memory_order_acquire);
 
 	if (unlikely(!p) ||
 	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES) ||
@@ -684,7 +681,9 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 		return clock == CLOCK_MONOTONIC ?
 		       read_monotonic_tsc_first(p, hint, ts) :
 		       read_clock_tsc_first(p, hint, clock, ts);
-	if ((uint32_t)hint & HINT_KERNEL)
+	/* The clocks the page serves; others are the slow path's. */
+	if (((uint32_t)hint & HINT_KERNEL) &&
+	    likely(clock_in(CLOCKS_FINE | CLOCKS_COARSE, clock)))
 		return clock == CLOCK_MONOTONIC ?
 		       read_monotonic_kernel_first(p, ts) :
 		       read_clock_kernel_first(p, clock, ts);
