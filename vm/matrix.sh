@@ -450,7 +450,7 @@ matrix_boot() {
         matrix_record "$name" fail "kernel console clean (vm/run scan)"
         [[ -z $splats ]] || reason="${reason:+$reason; }$splats oops/BUG/WARNING/refcount lines on the console"
         # The lines themselves, as vm/run's one badness filter found them.
-        { echo "$name: the console's first splat lines ($RUNDIR/$tag.console):"
+        [[ -z $splats ]] || { echo "$name: the console's first splat lines ($RUNDIR/$tag.console):"
           tr -d '\r' <"$RUNDIR/$tag.console" 2>/dev/null |
               grep -aE '^ *(\[ *[0-9]+\.[0-9]+\]|\(XEN\)|domU\| )' |
               "$VM_DIR/../selftests/pvread/pvread_badness.sh" | head -n 6 | sed 's/^/    /'
@@ -553,26 +553,38 @@ matrix_summary() {
 }
 
 # matrix_failures MACHINE...: what failed, last of all, so that a log cut
-# to its tail (a CI excerpt) still names it: each failed result with the
-# "# " lines its test printed before it (the last few), each boot that
-# failed with its reason, and what the run's own checks wrote to
-# $RUNDIR/why (a manifest's differences, a host step's last lines).
+# to its tail (a CI excerpt) still names it: what the run's own checks
+# wrote to $RUNDIR/why (a manifest's differences, a host step's last
+# lines, splat lines), each boot that failed with its reason, and each
+# failed result with the "# " lines its test printed before it (the last
+# few).
 matrix_failures() {
     local nf
     nf=$(grep -c $'\tfail\t' "$RESULTS" || true)
     ((nf > 0)) || [[ -s $RUNDIR/why ]] || return 0
     echo
     echo "=== what failed: $nf result(s)"
+    # The run's own findings first: the failed results, the earliest
+    # first, stay in a tail of some 80 lines even when there are many.
+    [[ ! -s $RUNDIR/why ]] || head -n 15 "$RUNDIR/why"
+    # Lost boots are skips, not failures.
+    awk -F'\t' '$8 != "" && $8 != "-" && $1 !~ / \(boot [0-9]+, lost\)$/ {
+        print "boot " $1 ": exit " $2 ", " $8 }' "$MACHINE_ROWS"
+    # A test run more than once on a machine: its lines may be another
+    # run's, so the log's.
     awk -F'\t' -v figures="$FIGURES" '
     BEGIN { while ((getline l < figures) > 0) { split(l, a, "\t"); k = a[1] SUBSEP a[2]; f[k, ++n[k]] = a[3] } }
+    FNR == NR { runs[$1, $3]++; next }
     $2 == "fail" && !(($1, $3) in shown) {
         shown[$1, $3] = 1
         print "FAIL " $1 ": " $3 ($4 != "" ? " (" $4 ")" : "")
         k = $1 SUBSEP $3
+        if (runs[k] > 1) {
+            print "    (" runs[k] " runs of it here: its # lines in the machine'"'"'s log)"
+            next
+        }
         for (i = (n[k] > 4 ? n[k] - 3 : 1); i <= n[k]; i++) print "    " f[k, i]
-    }' "$RESULTS" | head -n 60 || true
-    awk -F'\t' '$8 != "" && $8 != "-" { print "boot " $1 ": exit " $2 ", " $8 }' "$MACHINE_ROWS"
-    [[ ! -s $RUNDIR/why ]] || head -n 40 "$RUNDIR/why"
+    }' "$RESULTS" "$RESULTS" | head -n 45 || true
 }
 
 # ---- the manifest: what each machine's run must show ----
