@@ -314,6 +314,8 @@ static int trapped_reads(int n, int *traps)
 	return 0;
 }
 
+#define HINT_TEST "the hint: a line reading names its clock; in mode none (a child that has not checked its offsets, its parent) and with the bound above the tolerance, the TSC read once for nothing, then not"
+
 static void check_hint(struct process *p, struct synthetic *s)
 {
 	struct sigaction sa = { .sa_sigaction = count_rdtscp,
@@ -322,9 +324,16 @@ static void check_hint(struct process *p, struct synthetic *s)
 	uint64_t hint, left, relined, bound;
 	struct timespec ts;
 	pid_t pid;
+	const char *no_trap;
 
 	if (!have_rdtscp()) {
-		tap_result(1, "the hint: no TSC read for nothing # SKIP rdtscp not offered (the count is of rdtscp)");
+		tap_result(1, "%s # SKIP rdtscp not offered (the count is of rdtscp)",
+			   HINT_TEST);
+		return;
+	}
+	no_trap = tsc_trap_missing();
+	if (no_trap) {
+		tap_result(1, "%s # SKIP %s", HINT_TEST, no_trap);
 		return;
 	}
 	force(p, true);
@@ -382,7 +391,7 @@ static void check_hint(struct process *p, struct synthetic *s)
 		   hint >> 32 == 5 &&
 		   child == 1 && none == 1 && left == HINT_KERNEL &&
 		   clock_in((uint32_t)relined, CLOCK_MONOTONIC) && above == 1,
-		   "the hint: a line reading names its clock; in mode none (a child that has not checked its offsets, its parent) and with the bound above the tolerance, the TSC read once for nothing, then not");
+		   "%s", HINT_TEST);
 }
 
 /*
@@ -503,7 +512,8 @@ int main(void)
 	if (have_rdtscp())
 		check_read(p, true, "rdtscp");
 	else
-		tap_result(1, "rdtscp # SKIP not offered by this CPU");
+		tap_result(1, "rdtscp: %d reads of each fine clock, fast (0 slow), within the system calls, never back (0 not) # SKIP not offered by this CPU",
+			   READS);
 	check_ids(p);
 	check_floor(p);
 	check_hint(p, &page);
