@@ -87,21 +87,30 @@ static inline uint64_t pvread_line_delta(uint64_t tsc, uint64_t tsc_timestamp)
 }
 
 /*
+ * May the line be read, by the page's own arithmetic (pvread_line_at()),
+ * at every delta up to @d ticks past its anchor?  Not where its value
+ * leaves 64 bits within them, nor from a base a second or more past its
+ * second, which no module writes: a broken page gives a fallback rather
+ * than a wrapped product.  The read path asks it once, at the line's span,
+ * so that nothing but the product waits for the TSC.
+ */
+static inline int pvread_line_ok(uint64_t d, uint32_t mul, uint8_t shift,
+				 uint64_t snsec)
+{
+	return snsec < PVREAD_ARITH_NSEC_PER_SEC << 32 &&
+	       pvread_line_fits(d, mul, shift, snsec);
+}
+
+/*
  * The line @d ticks past its anchor, in nanoseconds past the base's second,
- * by the page's own arithmetic (pvread_line_value()).  Returns false where
- * that does not fit in 64 bits, and for a base of a second or more past
- * its second, which no module writes: a broken page gives a fallback
- * rather than a wrapped product.
+ * where pvread_line_ok() at @d; else false.
  */
 static inline int pvread_line_ns(uint64_t d, uint32_t mul, uint8_t shift,
 				 uint64_t snsec, uint64_t *ns)
 {
-	__u64 v;
-
-	if (snsec >= PVREAD_ARITH_NSEC_PER_SEC << 32 ||
-	    !pvread_line_value(d, mul, shift, snsec, &v))
+	if (!pvread_line_ok(d, mul, shift, snsec))
 		return 0;
-	*ns = v >> 32;
+	*ns = pvread_line_at(d, mul, shift, snsec) >> 32;
 	return 1;
 }
 

@@ -77,6 +77,14 @@ static inline int pvread_vdso_answer(pvread_clock_gettime_fn vdso,
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/*
+ * @x as the compiler cannot see through (the kernel's OPTIMIZER_HIDE_VAR):
+ * a value made from loads alone stays one operand, so that what is done
+ * with it after the TSC read is one step, not the sum the compiler would
+ * fold it back into.
+ */
+#define HIDE(x) __asm__("" : "+r"(x))
+
 /* The page is written concurrently by Xen and the module. */
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define RMB() __atomic_thread_fence(__ATOMIC_ACQUIRE)
@@ -102,9 +110,9 @@ struct timens {
  * The page this process reads, and what it read once with it.  Plain
  * fields: written only by the thread that wins map_state's MAP_UNTRIED ->
  * MAP_BUSY (mapping.c's make_mapping()), before its release stores of
- * fast_clocks and map_state; read-only once MAP_READY, by any thread that
- * saw MAP_READY or a fast_clocks not 0 with an acquire load, or the hint
- * HINT_KERNEL (a release store after such a load) with one.
+ * fast_clocks and map_state; read-only once MAP_READY (or MAP_ABSENT), by
+ * any thread that saw it or a fast_clocks not 0 with an acquire load, or
+ * the hint HINT_KERNEL (a release store after such a load) with one.
  */
 struct mapping {
 	const struct pvread_header *hdr;
@@ -247,7 +255,10 @@ enum { SEEN_NEVER, SEEN_KERNEL, SEEN_FLOOR, SEEN_LINE, SEEN_HOLDING };
  * copies of the library in one process share one state only if they
  * agree on this number (the rendezvous, mapping.c).  Bump it with ANY
  * change to struct process, struct mapping, struct timens, struct floor,
- * the MAP_, NS_, MODE_SEEN_ values or the rules written here.
+ * the MAP_, NS_, MODE_SEEN_ values or the rules written here.  (Not
+ * bumped for a child's store of FAST_KERNEL where map_state is
+ * MAP_ABSENT, libpvread 0.5: the value every copy of layout 2 stores and
+ * reads there; a bump would part copies that agree.)
  */
 #define PROCESS_LAYOUT 2
 
@@ -366,10 +377,13 @@ struct process {
 	 * ids (CLOCKS_*), and how it reads the TSC (FAST_RDTSCP, above the
 	 * ids): 0 until the mapping is ready, so that one load tells the fast
 	 * path all three; the shifted clocks left out where this process's
-	 * time namespace offsets are unknown (ns_known).  Stored with release
-	 * by the thread that maps, after map and ns_known and before
-	 * map_state's MAP_READY; in a child by the thread that checks
-	 * (NS_CHECKING), after ns_known.  Read with acquire by the fast path.
+	 * time namespace offsets are unknown (ns_known); FAST_KERNEL alone
+	 * where there is no page for good.  Stored with release by the thread
+	 * that maps, after map and ns_known and before map_state's MAP_READY
+	 * (or MAP_ABSENT); in a child by the thread that checks
+	 * (NS_CHECKING), after ns_known, or, where map_state is MAP_ABSENT,
+	 * by any thread on the slow path (FAST_KERNEL, as its parent stored).
+	 * Read with acquire by the fast path.
 	 */
 	_Atomic uint32_t fast_clocks __attribute__((aligned(4096)));
 	/*

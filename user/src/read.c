@@ -119,6 +119,7 @@ static ALWAYS_INLINE bool may_be_below_coarse(const struct pvread_header *h,
 					      struct reading v)
 {
 	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
+	uint64_t below;
 
 	if (clock == CLOCK_REALTIME) {
 		const struct pvread_clock_base *m =
@@ -129,8 +130,14 @@ static ALWAYS_INLINE bool may_be_below_coarse(const struct pvread_header *h,
 		v.sec = (int64_t)((uint64_t)v.sec - LOAD(r->sec) + LOAD(m->sec));
 		v.ns += (LOAD(m->snsec) >> 32) - (LOAD(r->snsec) >> 32);
 	}
-	return (int64_t)(((uint64_t)v.sec - (uint64_t)LOAD(c->sec)) *
-			 NSEC_PER_SEC - LOAD(c->snsec) + v.ns) < 0;
+	/*
+	 * The coarse clock less the reading's seconds, from loads alone: the
+	 * one step after the line's product is the compare.
+	 */
+	below = ((uint64_t)LOAD(c->sec) - (uint64_t)v.sec) * NSEC_PER_SEC +
+		LOAD(c->snsec);
+	HIDE(below);
+	return (int64_t)(v.ns - below) < 0;
 }
 
 /*
@@ -218,7 +225,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * writes, the kernel answers.
 		 */
 		const struct pvread_line *l = &h->line;
-		uint64_t d;
+		uint64_t d, span;
 		uint32_t mul;
 		uint8_t shift;
 
@@ -252,16 +259,20 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * anchor inside the span's, so that the product waits for no
 		 * select: as unsigned, such a delta is beyond any span a
 		 * module writes (a span of 2^63 ticks or more, which none
-		 * does, takes it for a delta, beyond 64 bits: invalid).
+		 * does, takes it for a delta, read where the line fits that
+		 * far).  The arithmetic is checked once, at the span, from
+		 * loads alone: what waits for the TSC is the product.
 		 */
+		span = LOAD(l->tsc_span);
 		d = tsc - LOAD(l->tsc_timestamp);
-		if (unlikely(d > LOAD(l->tsc_span))) {
+		if (unlikely(d > span)) {
 			if ((int64_t)d >= 0)
 				return confirmed(h, seq, READ_NO_DELTA);
 			d = 0;
 		}
-		if (unlikely(!pvread_line_ns(d, mul, shift, snsec, &v.ns)))
+		if (unlikely(!pvread_line_ok(span, mul, shift, snsec)))
 			return confirmed(h, seq, READ_NO_INVALID);
+		v.ns = pvread_line_at(d, mul, shift, snsec) >> 32;
 		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
 		    unlikely(may_be_below_coarse(h, clock, v))) {
 			/* The hold is the slow path's: no call here. */
@@ -362,6 +373,36 @@ bool pvread_read_fast(struct process *p, const clockid_t clock,
 }
 
 /*
+ * Not line mode, or no page: every clock the kernel's first (HINT_KERNEL), or
+ * no longer.  No clock's TSC read first, until a line reading again.
+ */
+static __attribute__((noinline, cold)) void hint_kernel(bool kernel)
+{
+	/* Release: the reads it sends to read_kernel_first() load map.hdr. */
+	atomic_store_explicit(&pvread_tsc_first, kernel ? HINT_KERNEL : 0,
+			      memory_order_release);
+}
+
+/*
+ * No page, for good (MAP_ABSENT): in a child, whose fast_clocks the fork
+ * wiped, FAST_KERNEL again (the value its parent stored, which any thread
+ * may store), and the hint HINT_KERNEL, so that its next reads ask the
+ * kernel first, as its parent's do, not this slow path every time.
+ */
+static __attribute__((noinline, cold)) void remember_no_page(void)
+{
+	struct process *p = atomic_load_explicit(&pvread_process,
+						 memory_order_acquire);
+
+	if (!p || atomic_load_explicit(&p->map_state, memory_order_acquire) !=
+		  MAP_ABSENT)
+		return;
+	atomic_store_explicit(&p->fast_clocks, FAST_KERNEL,
+			      memory_order_release);
+	hint_kernel(true);
+}
+
+/*
  * Everything but the fast path's one attempt: the first call's mapping,
  * the retries, the kernel's answer.  A read that gets here reads the page
  * again from the start.
@@ -378,6 +419,7 @@ int gettime_slow(clockid_t clock, struct timespec *ts)
 	p = get_process();
 	if (unlikely(!p)) {
 		why = PVREAD_SLOW_NO_PAGE;
+		remember_no_page();
 		goto slow;
 	}
 	if (unlikely(!read_fast(p, clock, ts, &why)))
@@ -472,17 +514,6 @@ static __attribute__((noinline, cold)) void hint_tsc_first(struct process *p,
 	else
 		hint &= ~(uint64_t)BIT_OF(clock);
 	atomic_store_explicit(&pvread_tsc_first, hint, memory_order_relaxed);
-}
-
-/*
- * Not line mode, or no page: every clock the kernel's first (HINT_KERNEL), or
- * no longer.  No clock's TSC read first, until a line reading again.
- */
-static __attribute__((noinline, cold)) void hint_kernel(bool kernel)
-{
-	/* Release: the reads it sends to read_kernel_first() load map.hdr. */
-	atomic_store_explicit(&pvread_tsc_first, kernel ? HINT_KERNEL : 0,
-			      memory_order_release);
 }
 
 /*
@@ -715,26 +746,37 @@ static ALWAYS_INLINE bool ns_tsc_first(struct process *p, uint64_t hint,
  * The reading pvread_clock_gettime() would store, as one count of ns: the
  * same attempt at the page where the hint names the clock, TSC first
  * (CLOCK_MONOTONIC's id a constant), the sum instead of the two stores;
- * anything else reads through pvread_clock_gettime() (a later reading:
- * this one was never returned), which keeps the hint.  0, errno set,
- * where that fails.
+ * where the hint says the kernel answered the last read, the kernel first,
+ * as pvread_clock_gettime() would ask it, one call less; anything else
+ * reads through pvread_clock_gettime() (a later reading: this one was
+ * never returned), which keeps the hint.  0, errno set, where that fails.
  */
 uint64_t pvread_ns(clockid_t clock)
 {
 	struct process *p = atomic_load_explicit(&pvread_process,
 						 memory_order_acquire);
 	const uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
-						   memory_order_relaxed);
+						   memory_order_acquire);
 	struct timespec ts;
 	uint64_t ns;
+	int ret;
 
-	if (likely(p) && likely((unsigned int)clock < PVREAD_NR_CLOCK_BASES) &&
-	    likely(clock_in((uint32_t)hint, clock)) &&
-	    likely(clock == CLOCK_MONOTONIC ?
-		   ns_tsc_first(p, hint, CLOCK_MONOTONIC, &ns) :
-		   ns_tsc_first(p, hint, clock, &ns)))
+	if (unlikely(!p) ||
+	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES))
+		ret = pvread_clock_gettime(clock, &ts);
+	else if (likely(clock_in((uint32_t)hint, clock)) &&
+		 likely(clock == CLOCK_MONOTONIC ?
+			ns_tsc_first(p, hint, CLOCK_MONOTONIC, &ns) :
+			ns_tsc_first(p, hint, clock, &ns)))
 		return ns;
-	if (pvread_clock_gettime(clock, &ts))
+	else if (((uint32_t)hint & HINT_KERNEL) &&
+		 likely(clock_in(CLOCKS_FINE | CLOCKS_COARSE, clock)))
+		ret = clock == CLOCK_MONOTONIC ?
+		      read_monotonic_kernel_first(p, &ts) :
+		      read_clock_kernel_first(p, clock, &ts);
+	else
+		ret = pvread_clock_gettime(clock, &ts);
+	if (ret)
 		return 0;
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }

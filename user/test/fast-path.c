@@ -314,6 +314,7 @@ static int trapped_reads(int n, int *traps)
 	return 0;
 }
 
+#define NO_PAGE_TEST "no page: a forked child's reads are the kernel's, first, as its parent's"
 #define HINT_TEST "the hint: a line reading names its clock; in mode none (a child that has not checked its offsets, its parent) and with the bound above the tolerance, the TSC read once for nothing, then not"
 
 static void check_hint(struct process *p, struct synthetic *s)
@@ -483,6 +484,61 @@ static void check_kernel_first_child(struct process *p, struct synthetic *s)
 		   "the kernel first in mode none: a child forked then reads the kernel's answer, noted as such, then the page's");
 }
 
+/*
+ * No page (no /dev/pvread): the process's reads are the kernel's, first
+ * (the hint HINT_KERNEL, fast_clocks FAST_KERNEL), and so are those of a
+ * child it forks, whose fork wiped both: after the child's first read, not
+ * the slow path at every read.  Run before this program takes its page.
+ */
+static void check_no_page_child(void)
+{
+	struct timespec ts;
+	int status = -1;
+	pid_t pid;
+
+	if (!access(PVREAD_DEVICE, F_OK)) {
+		tap_result(1, "%s # SKIP " PVREAD_DEVICE " is here", NO_PAGE_TEST);
+		return;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		fflush(stdout);
+		pid = fork();
+		if (pid == 0) {
+			struct process *p = atomic_load(&pvread_process);
+			uint64_t hint;
+			int i, bad = 0;
+
+			for (i = 0; i < 3; i++) {
+				int64_t before = sys_ns(CLOCK_MONOTONIC), v;
+
+				pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+				v = ns_of(&ts);
+				bad += v < before ||
+				       v > sys_ns(CLOCK_MONOTONIC);
+			}
+			hint = atomic_load(&pvread_tsc_first);
+			printf("# no page: a forked child's hint %#llx, fast_clocks %#x after its reads (%d outside the system calls)\n",
+			       (unsigned long long)hint,
+			       p ? atomic_load(&p->fast_clocks) : 0, bad);
+			fflush(stdout);
+			_exit(!p || hint != HINT_KERNEL ||
+			      atomic_load(&p->fast_clocks) != FAST_KERNEL ||
+			      bad);
+		}
+		if (pid < 0 || waitpid(pid, &status, 0) != pid)
+			_exit(2);
+		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 3);
+	}
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	tap_result(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		   "%s", NO_PAGE_TEST);
+}
+
 int main(void)
 {
 	static struct synthetic page;
@@ -490,7 +546,8 @@ int main(void)
 	struct process *p;
 	uint32_t chose;
 
-	tap_plan(9);
+	tap_plan(10);
+	check_no_page_child();
 	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
 	    pvread_use_page(page.hdr, page.size) ||
 	    synthetic_start(&page, 4000)) {

@@ -49,7 +49,7 @@ MUTANTS=(
     "fast-path-ignores-mode-seen|src/read.c|s{\t\tif \(unlikely\(atomic_load_explicit\(&p->mode_seen\[clock\],\n\t\t\t\t\t\t  memory_order_acquire\) !=\n\t\t\t     SEEN_LINE\)\)\n\t\t\treturn false;}{}s"
     "coarse-base-past-second-accepted|src/read.c|s{\t\tif \(unlikely\(v.ns >= NSEC_PER_SEC\)\)\n\t\t\tr = READ_NO_INVALID;}{}s"
     "tk-overflow-not-checked|src/arith.h|s{\tif \(__builtin_mul_overflow\(delta, mult, &p\) \|\|\n\t    __builtin_add_overflow\(p, snsec, out\)\)\n\t\treturn -1;}{\t*out = snsec + delta * mult;\n\t\(void\)p;}s"
-    "line-base-past-second-accepted|src/arith.h|s{\tif \(snsec >= PVREAD_ARITH_NSEC_PER_SEC << 32 \|\|\n\t    !pvread_line_value}{\tif \(!pvread_line_value}s"
+    "line-base-past-second-accepted|src/arith.h|s{\treturn snsec < PVREAD_ARITH_NSEC_PER_SEC << 32 &&\n\t       pvread_line_fits}{\treturn pvread_line_fits}s"
     "line-product-overflow-not-checked|../include/uapi/linux/pvread.h|s{\t       !__builtin_mul_overflow\(d, \(__u64\)mul << shift, &p\) &&}{\t       \(p = d * \(\(__u64\)mul << shift\), 1\) &&}s"
     "childrens-timens-offsets-taken|src/mapping.c|s{\tns->childrens = !own_timens_is_childrens\(\);}{\tns->childrens = false;}s"
     "state-not-wiped-in-children|src/mapping.c|s{\tp->wipe_refused = madvise\(\(char \*\)p \+ WIPED_OFFSET, WIPED_SIZE,\n\t\t\t\t  MADV_WIPEONFORK\) != 0;}{\tp->wipe_refused = false;}s"
@@ -105,6 +105,9 @@ MUTANTS=(
     "kernel-first-for-every-clock|src/read.c|s{ \&\&\n\t    likely\(clock_in\(CLOCKS_FINE \| CLOCKS_COARSE, clock\)\)\)}{)}s"
     "kernel-first-answer-not-noted|src/read.c|s{\t\t\treturn kernel_answered\(p, clock, ts, ret\);}{\t\t\treturn ret;}s"
     "kernel-first-hint-never-set-by-the-page|src/read.c|s{\t\thint_kernel\(true\);\n\t\treturn kernel_answer}{\t\treturn kernel_answer}s"
+    "ns-kernel-first-for-every-clock|src/read.c|s{\(\(uint32_t\)hint & HINT_KERNEL\) &&\n\t\t likely\(clock_in\(CLOCKS_FINE \| CLOCKS_COARSE, clock\)\)\)}{((uint32_t)hint & HINT_KERNEL))}s"
+    "ns-kernel-first-always-monotonic|src/read.c|s{\t\t      read_clock_kernel_first\(p, clock, &ts\);}{\t\t      read_monotonic_kernel_first(p, &ts);}s"
+    "no-page-child-not-remembered|src/read.c|s{\t\tremember_no_page\(\);\n}{}s"
     "tsc-first-across-a-resume|src/read.c|s{\t\telse if \(unlikely\(\(uint32_t\)LOAD\(h->disruptions\) != epoch\)\)\n\t\t\treturn READ_TSC_STALE;}{\t\telse if (0 \&\& epoch)\n\t\t\treturn READ_TSC_STALE;}s"
 )
 

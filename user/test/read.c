@@ -757,6 +757,63 @@ static int line_ns(void)
 }
 
 /*
+ * pvread_ns() in mode none asks the kernel first, as pvread_clock_gettime()
+ * does there: every clock the page serves bracketed by the kernel's (the
+ * coarse ones included: a clock read for another would stray from it),
+ * one fallback each for "mode"; a CPU-time clock the kernel's for
+ * "other", as pvread(3) counts it; a bad id 0 and EINVAL; the line's
+ * readings, not a fallback, once the page is in line mode again.
+ */
+static int none_ns(void)
+{
+	struct pvread_stats st0, st1;
+	uint64_t before, other, v;
+	long outside = 0, i;
+	int64_t lo, hi;
+	unsigned int c;
+	int err;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	set_mode(PVREAD_MODE_NONE);
+	pvread_ns(CLOCK_MONOTONIC);	/* the mapping, and the hint */
+	before = slow_for(PVREAD_SLOW_MODE);
+	for (c = 0; c < NR_ALL_CLOCKS; c++) {
+		for (i = 0; i < 1000; i++) {
+			lo = sys_ns(all_clocks[c]);
+			v = pvread_ns(all_clocks[c]);
+			hi = sys_ns(all_clocks[c]);
+			if ((int64_t)v < lo - SLACK_NS ||
+			    (int64_t)v > hi + SLACK_NS) {
+				if (outside++ < 3)
+					printf("# clock %d: %llu not within [%lld, %lld]\n",
+					       (int)all_clocks[c],
+					       (unsigned long long)v,
+					       (long long)lo, (long long)hi);
+			}
+		}
+	}
+	outside += reason_was(PVREAD_SLOW_MODE, before, 1000 * NR_ALL_CLOCKS);
+	other = slow_for(PVREAD_SLOW_OTHER);
+	outside += !pvread_ns(CLOCK_PROCESS_CPUTIME_ID);
+	outside += reason_was(PVREAD_SLOW_OTHER, other, 1);
+	errno = 0;
+	v = pvread_ns(12345);
+	err = errno;
+	printf("# pvread_ns(12345): %llu, %s\n", (unsigned long long)v,
+	       strerror(err));
+	set_mode(PVREAD_MODE_LINE);
+	pvread_ns(CLOCK_MONOTONIC);	/* the kernel first, then the page's */
+	pvread_get_stats(&st0);
+	for (i = 0; i < 1000; i++)
+		pvread_ns(CLOCK_MONOTONIC);
+	pvread_get_stats(&st1);
+	printf("# line mode again: %llu of 1000 pvread_ns readings the kernel's\n",
+	       (unsigned long long)(st1.slow - st0.slow));
+	return outside || v || err != EINVAL || st1.slow - st0.slow > 10;
+}
+
+/*
  * pvread_ns() holds to the floor as pvread_clock_gettime() does: the line
  * 100 ms back, the page's coarse clocks 150 ms old (so that the line is not
  * below them: no hold at the coarse clocks hides it), the kernel's answers
@@ -2671,7 +2728,7 @@ static int wall_fallback_not_behind(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(52);
+	tap_plan(53);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -2703,6 +2760,7 @@ int main(void)
 	scenario("line page: every clock fast and within the syscalls", line_all_clocks);
 	scenario("pvread_ns: every fine clock bracketed, in order with pvread_clock_gettime; a bad id 0 and EINVAL", line_ns);
 	scenario("pvread_ns: never below the floor the kernel's answers raised", ns_not_below_floor);
+	scenario("pvread_ns in mode none: the kernel first, every clock bracketed, counted for mode; others the kernel's; then the line's", none_ns);
 	scenario("line: MONOTONIC_RAW at raw_mul << raw_shift", line_raw_rate);
 	scenario("line: a TSC before the anchor reads as the anchor, fast", line_before_anchor);
 	scenario("line: never below the coarse clocks (MONOTONIC, REALTIME, gettimeofday against time)", line_below_coarse);
