@@ -69,6 +69,18 @@ static bool have_rdtscp(void)
 }
 
 /*
+ * The page's ticker stopped and its line anchored now, before a test
+ * writes the page itself: two writers would break its seqcount (a lost
+ * increment leaves seq even inside updates, odd between them: seen, the
+ * writer's mode none read as the page's).
+ */
+static void stop_ticker(struct synthetic *s)
+{
+	synthetic_stop(s);
+	synthetic_line_update(s);
+}
+
+/*
  * This process's fast_clocks with FAST_RDTSCP as @rdtscp says; the hint,
  * which keeps the TSC read of the line reading that set it, forgotten.
  */
@@ -239,8 +251,7 @@ static void check_updates(struct synthetic *s)
 	long n = 0;
 
 	force(atomic_load(&pvread_process), false);
-	synthetic_stop(s);
-	synthetic_line_update(s);
+	stop_ticker(s);
 	pvread_get_stats(&st0);
 	if (pthread_create(&t, NULL, writer, s)) {
 		tap_result(0, "updates: no writer thread");
@@ -338,6 +349,7 @@ static void check_hint(struct process *p, struct synthetic *s)
 		return;
 	}
 	force(p, true);
+	stop_ticker(s);
 	/* Resumes past 2^32: the hint keeps the count's low 32 bits. */
 	synthetic_write_begin(s);
 	s->hdr->disruptions = (1ULL << 32) + 5;
@@ -347,7 +359,6 @@ static void check_hint(struct process *p, struct synthetic *s)
 	hint = atomic_load(&pvread_tsc_first);
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGSEGV, &sa, NULL);
-	synthetic_stop(s);
 	synthetic_write_begin(s);
 	__atomic_store_n(&s->hdr->mode, PVREAD_MODE_NONE, __ATOMIC_RELAXED);
 	synthetic_write_end(s);
@@ -443,6 +454,7 @@ static void check_kernel_first_child(struct process *p, struct synthetic *s)
 	uint64_t hint;
 	pid_t pid;
 
+	stop_ticker(s);
 	synthetic_write_begin(s);
 	__atomic_store_n(&s->hdr->mode, PVREAD_MODE_NONE, __ATOMIC_RELAXED);
 	synthetic_write_end(s);
