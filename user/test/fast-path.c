@@ -325,6 +325,51 @@ static int trapped_reads(int n, int *traps)
 	return 0;
 }
 
+/*
+ * The hint's own state, where nothing need trap (the hint test below
+ * counts the TSC reads it saves, which needs rdtscp and the trap): a line
+ * reading names its clock, with the page's resumes; after a resume the
+ * next read, its TSC taken first and stale, names the new count; a clock
+ * the process may no longer read from the page (fast_clocks without it)
+ * is forgotten at its next read, and named again at the one after it is
+ * back.
+ */
+static void check_hint_state(struct process *p, struct synthetic *s)
+{
+	const uint32_t mono = BIT_OF(CLOCK_MONOTONIC);
+	uint64_t named, resumed, dropped, back, want;
+	struct timespec ts;
+
+	force(p, false);
+	stop_ticker(s);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	named = atomic_load(&pvread_tsc_first);
+	synthetic_write_begin(s);
+	s->hdr->disruptions++;
+	synthetic_write_end(s);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	resumed = atomic_load(&pvread_tsc_first);
+	want = (uint32_t)s->hdr->disruptions;
+	atomic_fetch_and(&p->fast_clocks, ~mono);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	dropped = atomic_load(&pvread_tsc_first);
+	atomic_fetch_or(&p->fast_clocks, mono);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	back = atomic_load(&pvread_tsc_first);
+	printf("# the hint: %#llx after line readings, %#llx after a resume (the page's count %llu), %#llx after a read without the clock in fast_clocks, %#llx with it again\n",
+	       (unsigned long long)named, (unsigned long long)resumed,
+	       (unsigned long long)want, (unsigned long long)dropped,
+	       (unsigned long long)back);
+	tap_result(clock_in((uint32_t)named, CLOCK_MONOTONIC) &&
+		   named >> 32 == want - 1 &&
+		   clock_in((uint32_t)resumed, CLOCK_MONOTONIC) &&
+		   resumed >> 32 == want &&
+		   !clock_in((uint32_t)dropped, CLOCK_MONOTONIC) &&
+		   clock_in((uint32_t)back, CLOCK_MONOTONIC),
+		   "the hint: a line reading names its clock and the page's resumes; a resume renews it; a clock not fast is forgotten");
+}
+
 #define NO_PAGE_TEST "no page: a forked child's reads are the kernel's, first, as its parent's"
 #define HINT_TEST "the hint: a line reading names its clock; in mode none (a child that has not checked its offsets, its parent) and with the bound above the tolerance, the TSC read once for nothing, then not"
 
@@ -558,7 +603,7 @@ int main(void)
 	struct process *p;
 	uint32_t chose;
 
-	tap_plan(10);
+	tap_plan(11);
 	check_no_page_child();
 	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
 	    pvread_use_page(page.hdr, page.size) ||
@@ -585,6 +630,7 @@ int main(void)
 			   READS);
 	check_ids(p);
 	check_floor(p);
+	check_hint_state(p, &page);
 	check_hint(p, &page);
 	check_kernel_first_child(p, &page);
 	check_updates(&page);
