@@ -80,6 +80,17 @@ static void stop_ticker(struct synthetic *s)
 	synthetic_line_update(s);
 }
 
+/* The page's error bound set to @ns, as an update writes it: the old one. */
+static uint64_t set_bound(struct synthetic *s, uint64_t ns)
+{
+	uint64_t old = s->hdr->error_bound_ns;
+
+	synthetic_write_begin(s);
+	s->hdr->error_bound_ns = ns;
+	synthetic_write_end(s);
+	return old;
+}
+
 /*
  * This process's fast_clocks with FAST_RDTSCP as @rdtscp says; the hint,
  * which keeps the TSC read of the line reading that set it, forgotten.
@@ -358,15 +369,10 @@ static void check_hint_state(struct process *p, struct synthetic *s)
 	atomic_fetch_or(&p->fast_clocks, mono);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	back = atomic_load(&pvread_tsc_first);
-	bound = s->hdr->error_bound_ns;
-	synthetic_write_begin(s);
-	s->hdr->error_bound_ns = p->map.tolerance_ns + 1;
-	synthetic_write_end(s);
+	bound = set_bound(s, p->map.tolerance_ns + 1);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	fell_back = atomic_load(&pvread_tsc_first);
-	synthetic_write_begin(s);
-	s->hdr->error_bound_ns = bound;
-	synthetic_write_end(s);
+	set_bound(s, bound);
 	printf("# the hint: %#llx after line readings, %#llx after a resume (the page's count %llu), %#llx after a read without the clock in fast_clocks, %#llx with it again, %#llx after a fallback (the bound above the tolerance)\n",
 	       (unsigned long long)named, (unsigned long long)resumed,
 	       (unsigned long long)want, (unsigned long long)dropped,
@@ -440,15 +446,10 @@ static void check_hint(struct process *p, struct synthetic *s)
 	synthetic_write_end(s);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	relined = atomic_load(&pvread_tsc_first);
-	bound = s->hdr->error_bound_ns;
-	synthetic_write_begin(s);
-	s->hdr->error_bound_ns = p->map.tolerance_ns + 1;
-	synthetic_write_end(s);
+	bound = set_bound(s, p->map.tolerance_ns + 1);
 	if (trapped_reads(1000, &above))
 		above = -1;
-	synthetic_write_begin(s);
-	s->hdr->error_bound_ns = bound;
-	synthetic_write_end(s);
+	set_bound(s, bound);
 	signal(SIGSEGV, SIG_DFL);
 	printf("# the hint: %#llx after line readings of CLOCK_MONOTONIC (fast_clocks %#x); rdtscp on the fast path in 1000 reads in mode none: %d in a child that has not checked its offsets, %d in its parent (the hint %#llx after them); the hint %#llx after a line reading again, and with the bound above the tolerance %d in 1000 reads\n",
 	       (unsigned long long)hint, atomic_load(&p->fast_clocks), child,
