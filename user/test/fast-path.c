@@ -349,7 +349,8 @@ static int trapped_reads(int n, int *traps)
 static void check_hint_state(struct process *p, struct synthetic *s)
 {
 	const uint32_t mono = BIT_OF(CLOCK_MONOTONIC);
-	uint64_t named, resumed, dropped, back, fell_back, want, bound;
+	uint64_t named, resumed, dropped, back, modeless, relined, fell_back;
+	uint64_t want, bound;
 	struct timespec ts;
 
 	force(p, false);
@@ -369,22 +370,37 @@ static void check_hint_state(struct process *p, struct synthetic *s)
 	atomic_fetch_or(&p->fast_clocks, mono);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	back = atomic_load(&pvread_tsc_first);
+	synthetic_write_begin(s);
+	__atomic_store_n(&s->hdr->mode, PVREAD_MODE_NONE, __ATOMIC_RELAXED);
+	synthetic_write_end(s);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	modeless = atomic_load(&pvread_tsc_first);
+	synthetic_write_begin(s);
+	__atomic_store_n(&s->hdr->mode, PVREAD_MODE_LINE, __ATOMIC_RELAXED);
+	synthetic_write_end(s);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	relined = atomic_load(&pvread_tsc_first);
 	bound = set_bound(s, p->map.tolerance_ns + 1);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	fell_back = atomic_load(&pvread_tsc_first);
 	set_bound(s, bound);
-	printf("# the hint: %#llx after line readings, %#llx after a resume (the page's count %llu), %#llx after a read without the clock in fast_clocks, %#llx with it again, %#llx after a fallback (the bound above the tolerance)\n",
+	printf("# the hint: %#llx after line readings, %#llx after a resume (the page's count %llu), %#llx after a read without the clock in fast_clocks, %#llx with it again, %#llx after a read in mode none, %#llx after line readings again, %#llx after a fallback (the bound above the tolerance)\n",
 	       (unsigned long long)named, (unsigned long long)resumed,
 	       (unsigned long long)want, (unsigned long long)dropped,
-	       (unsigned long long)back, (unsigned long long)fell_back);
+	       (unsigned long long)back, (unsigned long long)modeless,
+	       (unsigned long long)relined, (unsigned long long)fell_back);
 	tap_result(clock_in((uint32_t)named, CLOCK_MONOTONIC) &&
 		   named >> 32 == want - 1 &&
 		   clock_in((uint32_t)resumed, CLOCK_MONOTONIC) &&
 		   resumed >> 32 == want &&
 		   !clock_in((uint32_t)dropped, CLOCK_MONOTONIC) &&
 		   clock_in((uint32_t)back, CLOCK_MONOTONIC) &&
+		   (uint32_t)modeless == HINT_KERNEL &&
+		   clock_in((uint32_t)relined, CLOCK_MONOTONIC) &&
+		   !((uint32_t)relined & HINT_KERNEL) &&
 		   !clock_in((uint32_t)fell_back, CLOCK_MONOTONIC),
-		   "the hint: a line reading names its clock and the page's resumes; a resume renews it; a clock not fast, or a fallback, is forgotten");
+		   "the hint: a line reading names its clock and the page's resumes; a resume renews it; a clock not fast, or a fallback, is forgotten; mode none makes it the kernel's");
 }
 
 #define NO_PAGE_TEST "no page: a forked child's reads are the kernel's, first, as its parent's"
