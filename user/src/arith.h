@@ -102,6 +102,26 @@ static inline int pvread_line_ok(uint64_t d, uint32_t mul, uint8_t shift,
 }
 
 /*
+ * pvread_line_at() of the delta @tsc - @stamp, as @tsc * rate + the
+ * offset pvread_line_offset() makes of the anchor @stamp: the same sum
+ * modulo 2^64, and so the same value wherever pvread_line_ok() holds at
+ * that delta.  The offset is made of loads alone, so that what waits for
+ * the TSC is the product and one sum, not a difference first.  A caller
+ * hides the offset from the compiler, which would fold it back.
+ */
+static inline uint64_t pvread_line_offset(uint64_t stamp, uint32_t mul,
+					  uint8_t shift, uint64_t snsec)
+{
+	return snsec - stamp * ((uint64_t)mul << shift);
+}
+
+static inline uint64_t pvread_line_at_tsc(uint64_t tsc, uint32_t mul,
+					  uint8_t shift, uint64_t offset)
+{
+	return tsc * ((uint64_t)mul << shift) + offset;
+}
+
+/*
  * The line @d ticks past its anchor, in nanoseconds past the base's second,
  * where pvread_line_ok() at @d; else false.
  */

@@ -225,7 +225,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * writes, the kernel answers.
 		 */
 		const struct pvread_line *l = &h->line;
-		uint64_t d, span;
+		uint64_t d, span, stamp, offset;
 		uint32_t mul;
 		uint8_t shift;
 
@@ -261,18 +261,23 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * module writes (a span of 2^63 ticks or more, which none
 		 * does, takes it for a delta, read where the line fits that
 		 * far).  The arithmetic is checked once, at the span, from
-		 * loads alone: what waits for the TSC is the product.
+		 * loads alone, and the line read at the TSC itself
+		 * (pvread_line_at_tsc()): what waits for the TSC is the
+		 * product and a sum, the delta only a branch.
 		 */
 		span = LOAD(l->tsc_span);
-		d = tsc - LOAD(l->tsc_timestamp);
+		stamp = LOAD(l->tsc_timestamp);
+		d = tsc - stamp;
 		if (unlikely(d > span)) {
 			if ((int64_t)d >= 0)
 				return confirmed(h, seq, READ_NO_DELTA);
-			d = 0;
+			tsc = stamp;
 		}
 		if (unlikely(!pvread_line_ok(span, mul, shift, snsec)))
 			return confirmed(h, seq, READ_NO_INVALID);
-		v.ns = pvread_line_at(d, mul, shift, snsec) >> 32;
+		offset = pvread_line_offset(stamp, mul, shift, snsec);
+		HIDE(offset);
+		v.ns = pvread_line_at_tsc(tsc, mul, shift, offset) >> 32;
 		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
 		    unlikely(may_be_below_coarse(h, clock, v))) {
 			/* The hold is the slow path's: no call here. */

@@ -19,12 +19,57 @@ static void check(uint64_t got, uint64_t want, const char *what)
 	tap_result(got == want, "%s", what);
 }
 
+#define SWEEP 1000000
+
+/* xorshift64: the same sequence on every run. */
+static uint64_t next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/*
+ * pvread_line_at_tsc() against pvread_line_at() for lines of any anchor,
+ * rate and base, each read at a delta where it fits (the largest such
+ * delta a quarter of the time): the first difference is printed.
+ */
+static int line_at_tsc_sweep(void)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL, stamp, snsec, rate, d, max;
+	uint32_t mul;
+	uint8_t shift;
+	int i;
+
+	for (i = 0; i < SWEEP; i++) {
+		stamp = next(&x);
+		mul = (uint32_t)next(&x) | 1;
+		shift = (uint8_t)(next(&x) % 33);
+		snsec = next(&x) % (PVREAD_ARITH_NSEC_PER_SEC << 32);
+		rate = (uint64_t)mul << shift;
+		max = (UINT64_MAX - snsec) / rate;
+		d = next(&x) % 4 ? next(&x) % (max + 1) : max;
+		if (!pvread_line_ok(d, mul, shift, snsec) ||
+		    pvread_line_at_tsc(stamp + d, mul, shift,
+				       pvread_line_offset(stamp, mul, shift,
+							  snsec)) !=
+		    pvread_line_at(d, mul, shift, snsec)) {
+			printf("# anchor %#llx, mul %#x, shift %u, snsec %#llx, delta %#llx\n",
+			       (unsigned long long)stamp, mul, shift,
+			       (unsigned long long)snsec, (unsigned long long)d);
+			return 0;
+		}
+	}
+	return 1;
+}
+
 int main(void)
 {
 	uint64_t out = 0;
 	int ok;
 
-	tap_plan(27);
+	tap_plan(30);
 	/* mul 2^31 is one half; shift +1 doubles first: ns = delta. */
 	check(P(1012345, 1000000, 7, 1U << 31, 1), 12345 + 7, "identity scale");
 	/* shift -1 halves, mul one half: ns = delta / 4. */
@@ -93,6 +138,22 @@ int main(void)
 	tap_result(!ok, "line: shift beyond 32 refused");
 	ok = pvread_line_ns(0, 1, 0, 1000000000ULL << 32, &out);
 	tap_result(!ok, "line: a base a whole second past its second refused");
+	/*
+	 * The line at the TSC itself: 2^64 - 5 to 5 is 10 ticks at one ns
+	 * each, from 7 ns, though the TSC times the rate wraps and the
+	 * offset (7 ns less the anchor times the rate) too.
+	 */
+	check(pvread_line_at_tsc(5, 1U << 31, 1,
+				 pvread_line_offset(UINT64_MAX - 4, 1U << 31,
+						    1, 7ULL << 32)) >> 32,
+	      17, "line at the TSC: a delta across the 2^64 wrap");
+	/* The largest product, 2^64 - 1, as above: every bit of the sum. */
+	check(pvread_line_at_tsc(1000 + (1ULL << 32) + 1, UINT32_MAX, 0,
+				 pvread_line_offset(1000, UINT32_MAX, 0, 0)),
+	      UINT64_MAX, "line at the TSC: the largest 64-bit value");
+	tap_result(line_at_tsc_sweep(),
+		   "line at the TSC: the value at its delta, %d lines and TSCs",
+		   SWEEP);
 	/* 2^39 cycles at mult 2^24 is 2^63: fits; 2^40 at 2^32 - 1 does not. */
 	ok = pvread_tk_shifted_ns(1ULL << 39, 0, UINT64_MAX, UINT64_MAX,
 				  1U << 24, 0, &out);
