@@ -91,6 +91,14 @@ static uint64_t set_bound(struct synthetic *s, uint64_t ns)
 	return old;
 }
 
+/* The page's mode, written as an update writes it. */
+static void set_mode(struct synthetic *s, uint32_t mode)
+{
+	synthetic_write_begin(s);
+	__atomic_store_n(&s->hdr->mode, mode, __ATOMIC_RELAXED);
+	synthetic_write_end(s);
+}
+
 /*
  * This process's fast_clocks with FAST_RDTSCP as @rdtscp says; the hint,
  * which keeps the TSC read of the line reading that set it, forgotten.
@@ -370,14 +378,10 @@ static void check_hint_state(struct process *p, struct synthetic *s)
 	atomic_fetch_or(&p->fast_clocks, mono);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	back = atomic_load(&pvread_tsc_first);
-	synthetic_write_begin(s);
-	__atomic_store_n(&s->hdr->mode, PVREAD_MODE_NONE, __ATOMIC_RELAXED);
-	synthetic_write_end(s);
+	set_mode(s, PVREAD_MODE_NONE);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	modeless = atomic_load(&pvread_tsc_first);
-	synthetic_write_begin(s);
-	__atomic_store_n(&s->hdr->mode, PVREAD_MODE_LINE, __ATOMIC_RELAXED);
-	synthetic_write_end(s);
+	set_mode(s, PVREAD_MODE_LINE);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	relined = atomic_load(&pvread_tsc_first);
@@ -437,9 +441,7 @@ static void check_hint(struct process *p, struct synthetic *s)
 	hint = atomic_load(&pvread_tsc_first);
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGSEGV, &sa, NULL);
-	synthetic_write_begin(s);
-	__atomic_store_n(&s->hdr->mode, PVREAD_MODE_NONE, __ATOMIC_RELAXED);
-	synthetic_write_end(s);
+	set_mode(s, PVREAD_MODE_NONE);
 	/* A child, its offsets unchecked, and the hint its parent's. */
 	fflush(stdout);
 	pid = fork();
@@ -457,9 +459,7 @@ static void check_hint(struct process *p, struct synthetic *s)
 		none = -1;
 	left = atomic_load(&pvread_tsc_first);
 	/* Line mode again, a line reading, then the bound above the tolerance. */
-	synthetic_write_begin(s);
-	__atomic_store_n(&s->hdr->mode, PVREAD_MODE_LINE, __ATOMIC_RELAXED);
-	synthetic_write_end(s);
+	set_mode(s, PVREAD_MODE_LINE);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	relined = atomic_load(&pvread_tsc_first);
 	bound = set_bound(s, p->map.tolerance_ns + 1);
@@ -528,9 +528,7 @@ static void check_kernel_first_child(struct process *p, struct synthetic *s)
 	pid_t pid;
 
 	stop_ticker(s);
-	synthetic_write_begin(s);
-	__atomic_store_n(&s->hdr->mode, PVREAD_MODE_NONE, __ATOMIC_RELAXED);
-	synthetic_write_end(s);
+	set_mode(s, PVREAD_MODE_NONE);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	hint = atomic_load(&pvread_tsc_first);
@@ -548,10 +546,7 @@ static void check_kernel_first_child(struct process *p, struct synthetic *s)
 			_exit(1);
 		if (atomic_load(&p->mode_seen[CLOCK_MONOTONIC]) != SEEN_KERNEL)
 			_exit(2);
-		synthetic_write_begin(s);
-		__atomic_store_n(&s->hdr->mode, PVREAD_MODE_LINE,
-				 __ATOMIC_RELAXED);
-		synthetic_write_end(s);
+		set_mode(s, PVREAD_MODE_LINE);
 		before = sys_ns(CLOCK_MONOTONIC);
 		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 		after = sys_ns(CLOCK_MONOTONIC);
@@ -560,9 +555,7 @@ static void check_kernel_first_child(struct process *p, struct synthetic *s)
 	}
 	if (waitpid(pid, &status, 0) == pid && WIFEXITED(status))
 		code = WEXITSTATUS(status);
-	synthetic_write_begin(s);
-	__atomic_store_n(&s->hdr->mode, PVREAD_MODE_LINE, __ATOMIC_RELAXED);
-	synthetic_write_end(s);
+	set_mode(s, PVREAD_MODE_LINE);
 	printf("# the kernel first: the hint %#llx in mode none; a child forked then exits %d (0: its first read the kernel's, within the system calls, noted KERNEL; then the page's within them; 1: not within; 2: not noted; 3: its state not wiped; 4: the page's not within)\n",
 	       (unsigned long long)hint, code);
 	tap_result(hint == HINT_KERNEL && code == 0,
