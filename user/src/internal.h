@@ -596,22 +596,35 @@ static inline bool wait_for_writer(uint64_t *since)
 }
 
 /*
+ * A TSC reading as the instruction leaves it, in two halves: the line's
+ * read multiplies the low half alone while the high half is its anchor's
+ * (read.c's try_read()), so that nothing joins them first.
+ */
+struct tsc_halves {
+	uint32_t lo, hi;
+};
+
+/*
  * The read path's TSC read, as @fast (fast_clocks) says: rdtscp, which
  * waits for the loads before it as lfence does, where the CPU offers it,
- * as the vDSO reads it (mapping.c's tsc_read_choice()), else
- * tsc_ordered().  The line names no CPU: either will do.  The clobber
- * keeps the compiler from moving a load of the page across it.
+ * as the vDSO reads it (mapping.c's tsc_read_choice()), else lfence;
+ * rdtsc, as tsc_ordered().  The line names no CPU: either will do.  The
+ * clobbers keep the compiler from moving a load of the page across it.
  */
-static ALWAYS_INLINE uint64_t tsc_read(uint32_t fast)
+static ALWAYS_INLINE struct tsc_halves tsc_read(uint32_t fast)
 {
-	uint32_t lo, hi, aux;
+	struct tsc_halves t;
+	uint32_t aux;
 
-	if (!(fast & FAST_RDTSCP))
-		return tsc_ordered();
-	__asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux) : :
+	if (!(fast & FAST_RDTSCP)) {
+		__asm__ __volatile__("lfence\n\trdtsc" : "=a"(t.lo),
+				     "=d"(t.hi) : : "memory");
+		return t;
+	}
+	__asm__ __volatile__("rdtscp" : "=a"(t.lo), "=d"(t.hi), "=c"(aux) : :
 			     "memory");
 	(void)aux;
-	return (uint64_t)hi << 32 | lo;
+	return t;
 }
 
 /* The line's rate for @clock: MONOTONIC_RAW's, or MONOTONIC's for the rest. */

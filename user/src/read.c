@@ -181,17 +181,18 @@ static ALWAYS_INLINE enum read_result header_ok(const struct process *p,
  * The reading goes to *@out, normalised: a local of the caller's, so that
  * it stays in registers until it is checked and stored.  @fast is the
  * process's fast_clocks: how to read the TSC.  @tsc_taken: the caller
- * read the TSC first, @tsc, before this read anything (the fast path's
+ * read the TSC first, @t, before this read anything (the fast path's
  * hint, pvread_tsc_first, whose disruptions are @epoch); else the line's
- * reading reads it after the header's checks.
+ * reading reads it after the header's checks (@t NO_TSC).
  */
+#define NO_TSC ((struct tsc_halves){ 0, 0 })
 static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 					       const uint32_t fast,
 					       const clockid_t clock,
 					       struct reading *out,
 					       const bool hold,
 					       const bool tsc_taken,
-					       uint64_t tsc,
+					       struct tsc_halves t,
 					       const uint32_t epoch)
 {
 	const struct mapping *m = &p->map;
@@ -225,7 +226,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * writes, the kernel answers.
 		 */
 		const struct pvread_line *l = &h->line;
-		uint64_t d, span, stamp, offset;
+		uint64_t tsc, d, span, stamp, offset;
 		uint32_t mul;
 		uint8_t shift;
 
@@ -247,7 +248,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		if (unlikely(r != READ_OK))
 			return r;
 		if (!tsc_taken)
-			tsc = tsc_read(fast);
+			t = tsc_read(fast);
 		else if (unlikely((uint32_t)LOAD(h->disruptions) != epoch))
 			return READ_TSC_STALE;
 		b = &l->base[clock];
@@ -267,6 +268,19 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 */
 		span = LOAD(l->tsc_span);
 		stamp = LOAD(l->tsc_timestamp);
+		/*
+		 * Where the TSC's high half is still the anchor's (it turns
+		 * every 2^32 ticks, a second or more), their low halves give
+		 * the same delta, and so the same line: the product then
+		 * waits for the counter's low half alone, not for the halves
+		 * joined first.
+		 */
+		if (likely(t.hi == (uint32_t)(stamp >> 32))) {
+			tsc = t.lo;
+			stamp = (uint32_t)stamp;
+		} else {
+			tsc = (uint64_t)t.hi << 32 | t.lo;
+		}
 		d = tsc - stamp;
 		if (unlikely(d > span)) {
 			if ((int64_t)d >= 0)
@@ -361,8 +375,8 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 		if (timens_unknown(p, clock))
 			return pvread_try_again(p, r, &a, why);
 	}
-	while (unlikely((r = try_read(p, fast, clock, &v, true, false, 0,
-				      0)) != READ_OK))
+	while (unlikely((r = try_read(p, fast, clock, &v, true, false,
+				      NO_TSC, 0)) != READ_OK))
 		if (!pvread_try_again(p, r, &a, why))
 			return false;
 	ts->tv_sec = v.sec;
@@ -488,7 +502,7 @@ int gettime_again(struct process *p, clockid_t clock, struct timespec *ts,
 		/* The hold at the coarse clocks: the same reading, held. */
 		if (r != READ_HOLD && !pvread_try_again(p, r, &a, &why))
 			return pvread_slow_clock_gettime(p, clock, ts, why);
-		r = try_read(p, fast, clock, &v, true, false, 0, 0);
+		r = try_read(p, fast, clock, &v, true, false, NO_TSC, 0);
 		if (r == READ_OK)
 			break;
 	}
@@ -545,7 +559,7 @@ static ALWAYS_INLINE int read_tsc_first(struct process *p, uint64_t hint,
 					const clockid_t clock,
 					struct timespec *ts)
 {
-	const uint64_t tsc = tsc_read((uint32_t)hint);
+	const struct tsc_halves tsc = tsc_read((uint32_t)hint);
 	const uint32_t fast = atomic_load_explicit(&p->fast_clocks,
 						   memory_order_acquire);
 	enum read_result r;
@@ -614,7 +628,7 @@ static __attribute__((noinline)) int read_page(struct process *p,
 		pvread_thread_stats.slow_by_reason[PVREAD_SLOW_NO_PAGE]++;
 		return pvread_kernel_clock_gettime(clock, ts);
 	}
-	r = try_read(p, fast, clock, &v, false, false, 0, 0);
+	r = try_read(p, fast, clock, &v, false, false, NO_TSC, 0);
 	if (unlikely(r != READ_OK)) {
 		if (r != READ_NO_MODE)
 			return gettime_again(p, clock, ts, r);
@@ -733,7 +747,7 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 static ALWAYS_INLINE bool ns_tsc_first(struct process *p, uint64_t hint,
 				       const clockid_t clock, uint64_t *ns)
 {
-	const uint64_t tsc = tsc_read((uint32_t)hint);
+	const struct tsc_halves tsc = tsc_read((uint32_t)hint);
 	const uint32_t fast = atomic_load_explicit(&p->fast_clocks,
 						   memory_order_acquire);
 	struct reading v;

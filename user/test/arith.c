@@ -33,12 +33,15 @@ static uint64_t next(uint64_t *x)
 /*
  * pvread_line_at_tsc() against pvread_line_at() for lines of any anchor,
  * rate and base, each read at a delta where it fits (the largest such
- * delta a quarter of the time): the first difference is printed.
+ * delta a quarter of the time, one within the anchor's high half another
+ * quarter); where the TSC's high half is the anchor's, the same from the
+ * two low halves, as try_read() reads it.  The first difference is
+ * printed; *@low counts the low-half readings.
  */
-static int line_at_tsc_sweep(void)
+static int line_at_tsc_sweep(int *low)
 {
-	uint64_t x = 0x9e3779b97f4a7c15ULL, stamp, snsec, rate, d, max;
-	uint32_t mul;
+	uint64_t x = 0x9e3779b97f4a7c15ULL, stamp, snsec, rate, d, max, want;
+	uint32_t mul, left;
 	uint8_t shift;
 	int i;
 
@@ -49,12 +52,27 @@ static int line_at_tsc_sweep(void)
 		snsec = next(&x) % (PVREAD_ARITH_NSEC_PER_SEC << 32);
 		rate = (uint64_t)mul << shift;
 		max = (UINT64_MAX - snsec) / rate;
-		d = next(&x) % 4 ? next(&x) % (max + 1) : max;
+		left = UINT32_MAX - (uint32_t)stamp;
+		switch (next(&x) % 4) {
+		case 0:
+			d = max;
+			break;
+		case 1:
+			d = next(&x) % ((max < left ? max : left) + 1ULL);
+			break;
+		default:
+			d = next(&x) % (max + 1);
+		}
+		want = pvread_line_at(d, mul, shift, snsec);
 		if (!pvread_line_ok(d, mul, shift, snsec) ||
 		    pvread_line_at_tsc(stamp + d, mul, shift,
 				       pvread_line_offset(stamp, mul, shift,
-							  snsec)) !=
-		    pvread_line_at(d, mul, shift, snsec)) {
+							  snsec)) != want ||
+		    ((stamp + d) >> 32 == stamp >> 32 && ++*low &&
+		     pvread_line_at_tsc((uint32_t)(stamp + d), mul, shift,
+					pvread_line_offset((uint32_t)stamp,
+							   mul, shift,
+							   snsec)) != want)) {
 			printf("# anchor %#llx, mul %#x, shift %u, snsec %#llx, delta %#llx\n",
 			       (unsigned long long)stamp, mul, shift,
 			       (unsigned long long)snsec, (unsigned long long)d);
@@ -67,7 +85,7 @@ static int line_at_tsc_sweep(void)
 int main(void)
 {
 	uint64_t out = 0;
-	int ok;
+	int ok, low = 0;
 
 	tap_plan(30);
 	/* mul 2^31 is one half; shift +1 doubles first: ns = delta. */
@@ -151,8 +169,10 @@ int main(void)
 	check(pvread_line_at_tsc(1000 + (1ULL << 32) + 1, UINT32_MAX, 0,
 				 pvread_line_offset(1000, UINT32_MAX, 0, 0)),
 	      UINT64_MAX, "line at the TSC: the largest 64-bit value");
-	tap_result(line_at_tsc_sweep(),
-		   "line at the TSC: the value at its delta, %d lines and TSCs",
+	ok = line_at_tsc_sweep(&low);
+	printf("# %d of them within the anchor's high half\n", low);
+	tap_result(ok && low > SWEEP / 8,
+		   "line at the TSC: the value at its delta, %d lines and TSCs, from the low halves where the high halves agree",
 		   SWEEP);
 	/* 2^39 cycles at mult 2^24 is 2^63: fits; 2^40 at 2^32 - 1 does not. */
 	ok = pvread_tk_shifted_ns(1ULL << 39, 0, UINT64_MAX, UINT64_MAX,

@@ -164,6 +164,42 @@ static void check_read(struct process *p, bool rdtscp, const char *name)
 }
 
 /*
+ * A line anchored before the TSC's high half last turned: the read takes
+ * the whole counter, not its low half against the anchor's.  The anchor
+ * moved back from now to a millisecond before the turn, the same line:
+ * every clock read fast, within the system calls, by both TSC reads.
+ * The TSC's low half is first let fall below 2^30, so that the line's
+ * span stays within what its arithmetic fits (under 0.5 s more at 2 GHz).
+ */
+static void check_high_half(struct process *p, struct synthetic *s)
+{
+	const struct timespec pause = { 0, 1000000 };
+	unsigned long long slow, slow2 = 0;
+	uint64_t stamp;
+	long bad, bad2 = 0;
+
+	while ((uint32_t)__rdtsc() >= 1U << 30)
+		nanosleep(&pause, NULL);
+	stop_ticker(s);
+	stamp = s->hdr->line.tsc_timestamp;
+	synthetic_line_move_anchor(s, (uint32_t)stamp + s->tsc_hz / 1000);
+	force(p, false);
+	bad = read_all(&slow);
+	if (have_rdtscp()) {
+		force(p, true);
+		bad2 = read_all(&slow2);
+	}
+	printf("# anchor %#llx, now %#llx\n",
+	       (unsigned long long)s->hdr->line.tsc_timestamp,
+	       (unsigned long long)__rdtsc());
+	tap_result(!bad && !bad2 && !slow && !slow2,
+		   "a line anchored before the TSC's high half turned: %d reads of each fine clock, fast (%llu slow), within the system calls, never back (%ld not)",
+		   READS, slow + slow2, bad + bad2);
+	if (synthetic_start(s, 4000))
+		printf("Bail out! ticker: %s\n", strerror(errno));
+}
+
+/*
  * Clock ids from 12 (the first the page has no base for) to 63, and a
  * large one, as libc: test/read's passthrough checks the large one alone.
  */
@@ -624,7 +660,7 @@ int main(void)
 	struct process *p;
 	uint32_t chose;
 
-	tap_plan(11);
+	tap_plan(12);
 	check_no_page_child();
 	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
 	    pvread_use_page(page.hdr, page.size) ||
@@ -649,6 +685,7 @@ int main(void)
 	else
 		tap_result(1, "rdtscp: %d reads of each fine clock, fast (0 slow), within the system calls, never back (0 not) # SKIP not offered by this CPU",
 			   READS);
+	check_high_half(p, &page);
 	check_ids(p);
 	check_floor(p);
 	check_hint_state(p, &page);

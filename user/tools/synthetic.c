@@ -423,6 +423,27 @@ void synthetic_line_shift(struct synthetic *s, int64_t ns)
 	synthetic_write_end(s);
 }
 
+void synthetic_line_move_anchor(struct synthetic *s, uint64_t ticks)
+{
+	struct pvread_line *l = &s->hdr->line;
+	int i;
+
+	synthetic_write_begin(s);
+	for (i = 0; i < PVREAD_NR_CLOCK_BASES; i++) {
+		bool raw = i == CLOCK_MONOTONIC_RAW;
+		uint64_t rate = (uint64_t)(raw ? l->raw_mul : l->mul)
+				<< (raw ? l->raw_shift : l->shift);
+
+		if (is_fine(i))
+			set_line_base(&l->base[i], line_base(&l->base[i]) -
+				      (__int128)ticks * rate);
+	}
+	STORE(l->tsc_timestamp, l->tsc_timestamp - ticks);
+	STORE(l->tsc_span, l->tsc_span + ticks);
+	STORE(l->anchors, l->anchors + 1);
+	synthetic_write_end(s);
+}
+
 void synthetic_line_leave(struct synthetic *s)
 {
 	struct pvread_line *l = &s->hdr->line;

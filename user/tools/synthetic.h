@@ -71,6 +71,12 @@ void synthetic_tick(struct synthetic *s);
 void synthetic_line_update(struct synthetic *s);
 
 /*
+ * The same line anchored @ticks earlier, its span as much longer: the
+ * readings do not change.  Stop the ticker first (it re-anchors).
+ */
+void synthetic_line_move_anchor(struct synthetic *s, uint64_t ticks);
+
+/*
  * Place the line @ns ahead of (negative: behind) where it is now, and keep
  * it there: a step forward is what a module may do, a step back is what a
  * module must never do, for tests of what the library trusts.
