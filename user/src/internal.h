@@ -601,7 +601,8 @@ static inline bool wait_for_writer(uint64_t *since)
  * (read.c's try_read()), so that nothing joins them first.
  */
 struct tsc_halves {
-	uint32_t lo, hi;
+	uint64_t lo;	/* rdtsc and rdtscp zero the upper halves: none to */
+	uint64_t hi;	/* zero-extend, as tsc_ordered() */
 };
 
 /*

@@ -275,11 +275,11 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		 * waits for the counter's low half alone, not for the halves
 		 * joined first.
 		 */
-		if (likely(t.hi == (uint32_t)(stamp >> 32))) {
+		if (likely(t.hi == stamp >> 32)) {
 			tsc = t.lo;
 			stamp = (uint32_t)stamp;
 		} else {
-			tsc = (uint64_t)t.hi << 32 | t.lo;
+			tsc = t.hi << 32 | t.lo;
 		}
 		d = tsc - stamp;
 		if (unlikely(d > span)) {
