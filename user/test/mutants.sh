@@ -118,14 +118,29 @@ want=("$@")
 tmp=$(mktemp -d /tmp/pvread-mutants.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
+# build DIR: the unit tests the mutants run, in DIR/user.  Without
+# -Werror: a mutant may leave a variable or function unused.
+build() {
+    make -s -C "$1/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
+        build/test/read build/test/arith build/test/fast-path \
+        build/test/mid-update build/test/fallback-static build/test/process
+}
+
+# run NAME PROGRAM ARGS...: a unit test, NAME on a line before its output.
+run() {
+    echo "# mutant-run $1"
+    shift
+    timeout 120 "$@" 2>&1
+}
+
 # try_mutant N NAME FILE SUBST: one mutant in its own copy of the tree;
 # its line goes to $tmp/N.res, its verdict (killed|survived|broken) to
 # $tmp/N.verdict.
 try_mutant() {
-    local n=$1 name=$2 file=$3 subst=$4 t=$tmp/$1 caught
-    mkdir -p "$t"
-    cp -r "$top/user" "$top/include" "$t/"
-    rm -rf "$t/user/build"
+    local n=$1 name=$2 file=$3 subst=$4 t=$tmp/$1 caught start=$SECONDS
+    # The tree built once, its times kept: make rebuilds what the edit
+    # touches (one object and the links, or everything for a header).
+    cp -a "$tmp/base" "$t"
     if ! MUTANT_SUBST=$subst perl -0 -i -pe '
             BEGIN { $n = 0 } $n += eval "$ENV{MUTANT_SUBST}";
             END { exit($n == 1 ? 0 : 1) }' "$t/user/$file"; then
@@ -133,12 +148,7 @@ try_mutant() {
         echo broken >"$tmp/$n.verdict"
         return
     fi
-    # Without -Werror: a mutant may leave a variable or function unused.
-    if ! make -s -C "$t/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
-            build/test/read build/test/arith build/test/fast-path \
-            build/test/mid-update build/test/fallback-static \
-            build/test/process \
-            >"$t/build.log" 2>&1; then
+    if ! build "$t" >"$t/build.log" 2>&1; then
         { echo "not ok - $name: the mutant does not build"
           sed 's/^/#   /' "$t/build.log" | tail -5; } >"$tmp/$n.res"
         echo broken >"$tmp/$n.verdict"
@@ -149,18 +159,21 @@ try_mutant() {
     # a second's work; libpvread.a only, the objects the tests link: the
     # shared ones come from the same source, and building them would
     # double each mutant's compile.
+    # Each program named before its output: the verdict says which one.
     caught=$(cd "$t/user" &&
-             { timeout 120 ./test/tsc-order.sh build/libpvread.a 2>&1 &&
-               timeout 120 ./build/test/arith 2>&1 &&
-               timeout 120 ./build/test/fast-path 2>&1 &&
-               timeout 120 ./build/test/mid-update 2>&1 &&
-               timeout 120 ./build/test/fallback-static 2>&1 &&
-               timeout 120 ./build/test/read 2>&1 &&
-               timeout 120 ./build/test/process none 2>&1 ||
+             { run tsc-order ./test/tsc-order.sh build/libpvread.a &&
+               run arith ./build/test/arith &&
+               run fast-path ./build/test/fast-path &&
+               run mid-update ./build/test/mid-update &&
+               run fallback-static ./build/test/fallback-static &&
+               run read ./build/test/read &&
+               run process ./build/test/process none ||
                echo "not ok - the tests exit $? (timeout: 124)"; } |
-             grep -m1 -E '^not ok' | sed -E 's/^not ok ([0-9]+ )?- //')
+             awk '/^# mutant-run /{ prog = $3 }
+                  /^not ok/{ sub(/^not ok ([0-9]+ )?- /, "");
+                             print prog ": " $0; exit }')
     if [[ -n $caught ]]; then
-        echo "ok - $name: killed ($caught)" >"$tmp/$n.res"
+        echo "ok - $name: killed in $((SECONDS - start)) s by $caught" >"$tmp/$n.res"
         echo killed >"$tmp/$n.verdict"
     else
         echo "not ok - $name: survived, every test passed" >"$tmp/$n.res"
@@ -168,6 +181,15 @@ try_mutant() {
     fi
     rm -rf "$t"
 }
+
+mkdir -p "$tmp/base"
+cp -r "$top/user" "$top/include" "$tmp/base/"
+rm -rf "$tmp/base/user/build"
+if ! build "$tmp/base" >"$tmp/base.log" 2>&1; then
+    echo "not ok - the unmutated tree does not build"
+    sed 's/^/#   /' "$tmp/base.log" | tail -5
+    exit 1
+fi
 
 # One mutant per CPU at a time (each builds and runs single-threaded
 # most of the while); PVREAD_MUTANT_JOBS=1 runs them one after another.
