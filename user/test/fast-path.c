@@ -113,10 +113,10 @@ static void force(struct process *p, bool rdtscp)
 }
 
 /*
- * READS reads of each fine clock: failures (outside the system calls
- * around it, or a steady clock back), and slow reads into *@slow.
+ * @n reads of each fine clock: failures (outside the system calls around
+ * it, or a steady clock back), and slow reads into *@slow.
  */
-static long read_all(unsigned long long *slow)
+static long read_all(int n, unsigned long long *slow)
 {
 	struct pvread_stats st0, st1;
 	long bad = 0;
@@ -127,7 +127,7 @@ static long read_all(unsigned long long *slow)
 	for (c = 0; c < sizeof(fine) / sizeof(fine[0]); c++) {
 		int64_t prev = 0;
 
-		for (i = 0; i < READS; i++) {
+		for (i = 0; i < n; i++) {
 			int64_t before = sys_ns(fine[c]), after, v;
 			struct timespec ts;
 
@@ -157,7 +157,7 @@ static void check_read(struct process *p, bool rdtscp, const char *name)
 	long bad;
 
 	force(p, rdtscp);
-	bad = read_all(&slow);
+	bad = read_all(READS, &slow);
 	tap_result(!bad && !slow,
 		   "%s: %d reads of each fine clock, fast (%llu slow), within the system calls, never back (%ld not)",
 		   name, READS, slow, bad);
@@ -166,11 +166,14 @@ static void check_read(struct process *p, bool rdtscp, const char *name)
 /*
  * A line anchored before the TSC's high half last turned: the read takes
  * the whole counter, not its low half against the anchor's.  The anchor
- * moved back from now to a millisecond before the turn, the same line:
- * every clock read fast, within the system calls, by both TSC reads.
- * The TSC's low half is first let fall below 2^30, so that the line's
- * span stays within what its arithmetic fits (under 0.5 s more at 2 GHz).
+ * moved back from now to a millisecond before the turn, the same line
+ * with the longest span its arithmetic fits (3.3 s or more): every clock
+ * read fast, within the system calls, by both TSC reads.  The anchor at
+ * most 2 s back leaves the reads a second or more; only a TSC slower than
+ * 2.1 GHz, whose low half turns less often, may make this wait for it.
  */
+#define HIGH_HALF_READS 2000
+
 static void check_high_half(struct process *p, struct synthetic *s)
 {
 	const struct timespec pause = { 0, 1000000 };
@@ -178,23 +181,24 @@ static void check_high_half(struct process *p, struct synthetic *s)
 	uint64_t stamp;
 	long bad, bad2 = 0;
 
-	while ((uint32_t)__rdtsc() >= 1U << 30)
+	while ((uint32_t)__rdtsc() > 2 * s->tsc_hz)
 		nanosleep(&pause, NULL);
 	stop_ticker(s);
 	stamp = s->hdr->line.tsc_timestamp;
 	synthetic_line_move_anchor(s, (uint32_t)stamp + s->tsc_hz / 1000);
 	force(p, false);
-	bad = read_all(&slow);
+	bad = read_all(HIGH_HALF_READS, &slow);
 	if (have_rdtscp()) {
 		force(p, true);
-		bad2 = read_all(&slow2);
+		bad2 = read_all(HIGH_HALF_READS, &slow2);
 	}
-	printf("# anchor %#llx, now %#llx\n",
+	printf("# anchor %#llx, now %#llx, span %#llx\n",
 	       (unsigned long long)s->hdr->line.tsc_timestamp,
-	       (unsigned long long)__rdtsc());
+	       (unsigned long long)__rdtsc(),
+	       (unsigned long long)s->hdr->line.tsc_span);
 	tap_result(!bad && !bad2 && !slow && !slow2,
 		   "a line anchored before the TSC's high half turned: %d reads of each fine clock, fast (%llu slow), within the system calls, never back (%ld not)",
-		   READS, slow + slow2, bad + bad2);
+		   HIGH_HALF_READS, slow + slow2, bad + bad2);
 	if (synthetic_start(s, 4000))
 		printf("Bail out! ticker: %s\n", strerror(errno));
 }

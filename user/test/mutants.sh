@@ -118,10 +118,12 @@ want=("$@")
 tmp=$(mktemp -d /tmp/pvread-mutants.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-# build DIR: the unit tests the mutants run, in DIR/user.  Without
+# build DIR [FILE]: the unit tests the mutants run, in DIR/user, FILE
+# (under user/) taken for changed whatever its time says.  Without
 # -Werror: a mutant may leave a variable or function unused.
 build() {
-    make -s -C "$1/user" CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
+    make -s -C "$1/user" ${2:+-W "$2"} \
+        CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
         build/test/read build/test/arith build/test/fast-path \
         build/test/mid-update build/test/fallback-static build/test/process
 }
@@ -148,7 +150,7 @@ try_mutant() {
         echo broken >"$tmp/$n.verdict"
         return
     fi
-    if ! build "$t" >"$t/build.log" 2>&1; then
+    if ! build "$t" "$file" >"$t/build.log" 2>&1; then
         { echo "not ok - $name: the mutant does not build"
           sed 's/^/#   /' "$t/build.log" | tail -5; } >"$tmp/$n.res"
         echo broken >"$tmp/$n.verdict"

@@ -426,6 +426,7 @@ void synthetic_line_shift(struct synthetic *s, int64_t ns)
 void synthetic_line_move_anchor(struct synthetic *s, uint64_t ticks)
 {
 	struct pvread_line *l = &s->hdr->line;
+	uint64_t span;
 	int i;
 
 	synthetic_write_begin(s);
@@ -439,7 +440,18 @@ void synthetic_line_move_anchor(struct synthetic *s, uint64_t ticks)
 				      (__int128)ticks * rate);
 	}
 	STORE(l->tsc_timestamp, l->tsc_timestamp - ticks);
-	STORE(l->tsc_span, l->tsc_span + ticks);
+	/* As long as every clock's line fits 64 bits (pvread_line_ok()). */
+	span = UINT64_MAX;
+	for (i = 0; i < PVREAD_NR_CLOCK_BASES; i++) {
+		bool raw = i == CLOCK_MONOTONIC_RAW;
+		uint64_t rate = (uint64_t)(raw ? l->raw_mul : l->mul)
+				<< (raw ? l->raw_shift : l->shift);
+
+		if (is_fine(i) &&
+		    (UINT64_MAX - l->base[i].snsec) / rate < span)
+			span = (UINT64_MAX - l->base[i].snsec) / rate;
+	}
+	STORE(l->tsc_span, span);
 	STORE(l->anchors, l->anchors + 1);
 	synthetic_write_end(s);
 }

@@ -71,8 +71,9 @@ void synthetic_tick(struct synthetic *s);
 void synthetic_line_update(struct synthetic *s);
 
 /*
- * The same line anchored @ticks earlier, its span as much longer: the
- * readings do not change.  Stop the ticker first (it re-anchors).
+ * The same line anchored @ticks earlier, its span the longest every
+ * clock's line fits in 64 bits: the readings do not change.  Stop the
+ * ticker first (it re-anchors).
  */
 void synthetic_line_move_anchor(struct synthetic *s, uint64_t ticks);
 
