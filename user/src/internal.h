@@ -554,6 +554,16 @@ struct attempts {
 };
 
 /*
+ * A TSC reading as the instruction leaves it, in two halves: the line's
+ * read multiplies the low half alone while the high half is its anchor's
+ * (read.c's try_read()), so that nothing joins them first.
+ */
+struct tsc_halves {
+	uint64_t lo;	/* rdtsc and rdtscp zero the upper halves: none to */
+	uint64_t hi;	/* zero-extend */
+};
+
+/*
  * A TSC read not taken before the loads that precede it: lfence; rdtsc,
  * which every x86-64 CPU has.  The read path takes tsc_read() instead.
  * One asm statement, so that no compiler puts anything between the two
@@ -566,14 +576,21 @@ struct attempts {
  * exceptions to go stale.  A wait pauses anyway; the lfence costs it
  * nothing that matters.
  */
+static ALWAYS_INLINE struct tsc_halves tsc_ordered_halves(void)
+{
+	struct tsc_halves t;
+
+	/* 64 bits: rdtsc zeroes the upper halves, no zero-extension needed. */
+	__asm__ __volatile__("lfence\n\trdtsc" : "=a"(t.lo), "=d"(t.hi) : :
+			     "memory");
+	return t;
+}
+
 static ALWAYS_INLINE uint64_t tsc_ordered(void)
 {
-	/* 64 bits: rdtsc zeroes the upper halves, no zero-extension needed. */
-	uint64_t lo, hi;
+	struct tsc_halves t = tsc_ordered_halves();
 
-	__asm__ __volatile__("lfence\n\trdtsc" : "=a"(lo), "=d"(hi) : :
-			     "memory");
-	return hi << 32 | lo;
+	return t.hi << 32 | t.lo;
 }
 
 /*
@@ -596,20 +613,10 @@ static inline bool wait_for_writer(uint64_t *since)
 }
 
 /*
- * A TSC reading as the instruction leaves it, in two halves: the line's
- * read multiplies the low half alone while the high half is its anchor's
- * (read.c's try_read()), so that nothing joins them first.
- */
-struct tsc_halves {
-	uint64_t lo;	/* rdtsc and rdtscp zero the upper halves: none to */
-	uint64_t hi;	/* zero-extend, as tsc_ordered() */
-};
-
-/*
  * The read path's TSC read, as @fast (fast_clocks) says: rdtscp, which
  * waits for the loads before it as lfence does, where the CPU offers it,
- * as the vDSO reads it (mapping.c's tsc_read_choice()), else lfence;
- * rdtsc, as tsc_ordered().  The line names no CPU: either will do.  The
+ * as the vDSO reads it (mapping.c's tsc_read_choice()), else
+ * tsc_ordered_halves().  The line names no CPU: either will do.  The
  * clobbers keep the compiler from moving a load of the page across it.
  */
 static ALWAYS_INLINE struct tsc_halves tsc_read(uint32_t fast)
@@ -617,11 +624,8 @@ static ALWAYS_INLINE struct tsc_halves tsc_read(uint32_t fast)
 	struct tsc_halves t;
 	uint32_t aux;
 
-	if (!(fast & FAST_RDTSCP)) {
-		__asm__ __volatile__("lfence\n\trdtsc" : "=a"(t.lo),
-				     "=d"(t.hi) : : "memory");
-		return t;
-	}
+	if (!(fast & FAST_RDTSCP))
+		return tsc_ordered_halves();
 	__asm__ __volatile__("rdtscp" : "=a"(t.lo), "=d"(t.hi), "=c"(aux) : :
 			     "memory");
 	(void)aux;

@@ -423,33 +423,32 @@ void synthetic_line_shift(struct synthetic *s, int64_t ns)
 	synthetic_write_end(s);
 }
 
+/* The line's rate for @clock, ns << 32 per tick (as the reader's). */
+static uint64_t line_rate(const struct pvread_line *l, int clock)
+{
+	bool raw = clock == CLOCK_MONOTONIC_RAW;
+
+	return (uint64_t)(raw ? l->raw_mul : l->mul)
+	       << (raw ? l->raw_shift : l->shift);
+}
+
 void synthetic_line_move_anchor(struct synthetic *s, uint64_t ticks)
 {
 	struct pvread_line *l = &s->hdr->line;
-	uint64_t span;
+	uint64_t span = UINT64_MAX, fits;
 	int i;
 
 	synthetic_write_begin(s);
-	for (i = 0; i < PVREAD_NR_CLOCK_BASES; i++) {
-		bool raw = i == CLOCK_MONOTONIC_RAW;
-		uint64_t rate = (uint64_t)(raw ? l->raw_mul : l->mul)
-				<< (raw ? l->raw_shift : l->shift);
-
-		if (is_fine(i))
-			set_line_base(&l->base[i], line_base(&l->base[i]) -
-				      (__int128)ticks * rate);
-	}
 	STORE(l->tsc_timestamp, l->tsc_timestamp - ticks);
 	/* As long as every clock's line fits 64 bits (pvread_line_ok()). */
-	span = UINT64_MAX;
 	for (i = 0; i < PVREAD_NR_CLOCK_BASES; i++) {
-		bool raw = i == CLOCK_MONOTONIC_RAW;
-		uint64_t rate = (uint64_t)(raw ? l->raw_mul : l->mul)
-				<< (raw ? l->raw_shift : l->shift);
-
-		if (is_fine(i) &&
-		    (UINT64_MAX - l->base[i].snsec) / rate < span)
-			span = (UINT64_MAX - l->base[i].snsec) / rate;
+		if (!is_fine(i))
+			continue;
+		set_line_base(&l->base[i], line_base(&l->base[i]) -
+			      (__int128)ticks * line_rate(l, i));
+		fits = (UINT64_MAX - l->base[i].snsec) / line_rate(l, i);
+		if (fits < span)
+			span = fits;
 	}
 	STORE(l->tsc_span, span);
 	STORE(l->anchors, l->anchors + 1);
