@@ -122,6 +122,32 @@ static inline uint64_t pvread_line_at_tsc(uint64_t tsc, uint32_t mul,
 }
 
 /*
+ * The ticks past the anchor from which the line is at or above @below_ns
+ * nanoseconds past its base's second: the least d with
+ * pvread_line_at(d) >> 32 >= @below_ns, into *@pass, where the line
+ * reaches it within @span (0 where it starts there); else false.  For a
+ * line pvread_line_ok() at @span, and @below_ns under 2^32.
+ */
+static inline int pvread_line_pass(uint64_t span, uint32_t mul, uint8_t shift,
+				   uint64_t snsec, uint64_t below_ns,
+				   uint64_t *pass)
+{
+	uint64_t target = below_ns << 32, rate = (uint64_t)mul << shift, d;
+
+	if (target <= snsec) {
+		*pass = 0;
+		return 1;
+	}
+	if (!rate)
+		return 0;
+	d = (target - snsec) / rate + ((target - snsec) % rate != 0);
+	if (d > span)
+		return 0;
+	*pass = d;
+	return 1;
+}
+
+/*
  * The line @d ticks past its anchor, in nanoseconds past the base's second,
  * where pvread_line_ok() at @d; else false.
  */

@@ -453,6 +453,42 @@ PVREAD_HIDDEN extern struct process *_Atomic pvread_process;
  */
 PVREAD_HIDDEN extern _Atomic uint64_t pvread_tsc_first;
 /*
+ * The page as this copy last checked it whole (read.c's check_line()): its
+ * seq in the high half; in the low half, the ticks past the line's anchor
+ * from which MONOTONIC's line is at or above MONOTONIC_COARSE (REALTIME's,
+ * with the same fraction, is held where MONOTONIC's is).  A line read that
+ * finds the page at that seq knows it even (no update in progress), every
+ * fine clock's product fitting at the span and its seconds the kernel's,
+ * and whether the hold may apply from the delta alone: it skips those
+ * checks, a dozen instructions, which count where the counter read holds
+ * back what follows it (Intel's rdtscp and rdtsc).  Still checked on every
+ * read: the mode, the bound against the tolerance, the disruptions, the
+ * span, the seq again after the loads, the floors.
+ *
+ * The seq is 32 bits, and the module writes the header twice per
+ * timekeeping update: a word can meet the page at its seq again 2^31
+ * updates later (12.4 days at HZ=1000) if no check replaced it meanwhile,
+ * and then every read of that update skips the checks above for a page
+ * that may differ.  A module's page passes them anyway; the pass point
+ * may be another line's, so a reading may be below MONOTONIC_COARSE by up
+ * to the line's lag behind the kernel, which the published bound covers,
+ * never below a floor (a pvread_use_page() page no module wrote could
+ * read as garbage).  To keep that window to a copy that reads nothing at
+ * all in between, a check that fails forgets the word, and so does a read
+ * that finds the kernel answering (mode none).
+ *
+ * LINE_UNCHECKED (an odd seq, which no check notes) until a check, and
+ * again whenever this copy adopts a page (once per process, before any
+ * read of it: only a test adopts another).  Stored relaxed by a thread
+ * whose read found the page at a seq this word did not name (once per
+ * update; any value stored is a check's, whichever thread stores last),
+ * loaded relaxed: its value is all it says, and the read's own loads of
+ * the page follow the seq.  A cache line of its own: its store once an
+ * update does not take the hint's from every reader.
+ */
+PVREAD_HIDDEN extern _Atomic uint64_t pvread_line_checked;
+#define LINE_UNCHECKED ((uint64_t)1 << 32)
+/*
  * pvread_tsc_first, alone: the kernel answered the last read as it
  * answers every clock (the page not in line mode, or no page), so the
  * next read of a clock the page serves asks it first, with no load of the
@@ -538,6 +574,8 @@ enum read_result {
 	READ_RETRY,		/* an update completed under us */
 	READ_HOLD,		/* the fast path's: the hold is the slow path's */
 	READ_TSC_STALE,		/* a TSC read first, before a disruption */
+	READ_UNSEEN,		/* the fast path's: a seq check_line() did not note */
+	READ_NOT_FAST,		/* the fast path's: not a clock fast_clocks names */
 	READ_NO,		/* + the reason */
 	READ_NO_MODE = READ_NO + PVREAD_SLOW_MODE,
 	READ_NO_BOUND = READ_NO + PVREAD_SLOW_BOUND,

@@ -40,8 +40,12 @@
 /* This process's state: see internal.h. */
 struct process *_Atomic pvread_process;
 
-/* The fast path's hint: see internal.h. */
-_Atomic uint64_t pvread_tsc_first;
+/* The fast path's hint: see internal.h.  Not in the next one's line. */
+_Atomic uint64_t pvread_tsc_first __attribute__((aligned(64)));
+
+/* The page as this copy last checked it: see internal.h. */
+_Atomic uint64_t pvread_line_checked
+	__attribute__((aligned(64))) = LINE_UNCHECKED;
 
 /* How reads were answered, per thread: see internal.h. */
 __thread struct pvread_stats pvread_thread_stats;
@@ -219,6 +223,8 @@ static bool adopt_page(struct process *proc, const void *p, size_t size)
 	m->nr_records = h->nr_records;
 	m->stride = h->record_stride;
 	m->tolerance_ns = tolerance_from_env();
+	atomic_store_explicit(&pvread_line_checked, LINE_UNCHECKED,
+			      memory_order_relaxed);
 	m->device_size = 0;
 	read_timens(&m->ns);
 	atomic_store(&proc->adopted_size, size);

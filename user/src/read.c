@@ -140,6 +140,96 @@ static ALWAYS_INLINE bool may_be_below_coarse(const struct pvread_header *h,
 	return (int64_t)(v.ns - below) < 0;
 }
 
+/* pvread_line_checked (internal.h), relaxed: its value is all it says. */
+static ALWAYS_INLINE uint64_t line_checked(void)
+{
+	return atomic_load_explicit(&pvread_line_checked,
+				    memory_order_relaxed);
+}
+
+/* No word left naming a seq for longer than it must: see internal.h. */
+static void forget_line_check(void)
+{
+	if (line_checked() != LINE_UNCHECKED)
+		atomic_store_explicit(&pvread_line_checked, LINE_UNCHECKED,
+				      memory_order_relaxed);
+}
+
+/*
+ * The page checked whole at its seq, for this copy's later reads at that
+ * seq (pvread_line_checked, internal.h): every fine clock's base and rate
+ * as a module writes them (the product fits at the span, the seconds are
+ * the kernel's), REALTIME's fraction MONOTONIC's (it is held where
+ * MONOTONIC is), and the ticks past the anchor from which MONOTONIC's line
+ * is not below MONOTONIC_COARSE, as may_be_below_coarse() tells it.  Not
+ * noted: a page that fails any of it (every read of it checks it all), or
+ * an update under way.
+ */
+static __attribute__((noinline, cold)) void
+check_line(const struct pvread_header *h)
+{
+	static const clockid_t fine[] = { CLOCK_MONOTONIC, CLOCK_REALTIME,
+		CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME, CLOCK_TAI };
+	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
+	const struct pvread_line *l = &h->line;
+	const uint64_t span = LOAD(l->tsc_span);
+	uint64_t sec, snsec, msec = 0, msnsec = 0, csec, cns, pass;
+	uint32_t mul, mmul = 0, seq;
+	uint8_t shift, mshift = 0;
+	unsigned int i;
+
+	seq = LOAD(h->seq);
+	RMB();
+	if (seq & 1)
+		goto unchecked;
+	for (i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+		const struct pvread_clock_base *b = &l->base[fine[i]];
+
+		/* Unsigned: seconds below 0 are no kernel's either. */
+		sec = LOAD(b->sec);
+		snsec = LOAD(b->snsec);
+		line_rate(l, fine[i], &mul, &shift);
+		if (sec > KTIME_SEC_MAX ||
+		    !pvread_line_ok(span, mul, shift, snsec))
+			goto unchecked;
+		if (fine[i] == CLOCK_MONOTONIC) {
+			msec = sec;
+			msnsec = snsec;
+			mmul = mul;
+			mshift = shift;
+		} else if (fine[i] == CLOCK_REALTIME &&
+			   (uint32_t)snsec != (uint32_t)msnsec) {
+			goto unchecked;
+		}
+	}
+	csec = LOAD(c->sec);
+	cns = LOAD(c->snsec);
+	if (cns >= NSEC_PER_SEC)
+		goto unchecked;
+	/*
+	 * The coarse clock at most 3 s past the line's second, so that its
+	 * nanoseconds past it (below 4 * 10^9) fit 32 bits; further, only
+	 * the whole read holds.  The pass point in the word's low half:
+	 * more than 2^32 ticks (a second or more) below the coarse clock is
+	 * no line a module keeps.
+	 */
+	if (csec < msec)
+		pass = 0;
+	else if (csec - msec > 3 ||
+		 !pvread_line_pass(span, mmul, mshift, msnsec,
+				   (csec - msec) * NSEC_PER_SEC + cns, &pass) ||
+		 pass > UINT32_MAX)
+		goto unchecked;
+	RMB();
+	if (LOAD(h->seq) != seq)
+		goto unchecked;
+	atomic_store_explicit(&pvread_line_checked, (uint64_t)seq << 32 | pass,
+			      memory_order_relaxed);
+	return;
+unchecked:
+	forget_line_check();
+}
+
 /*
  * Why the kernel must answer, @r, read from a header at @seq: unless an
  * update began since, when what was read says nothing (the module writes
@@ -183,29 +273,31 @@ static ALWAYS_INLINE enum read_result header_ok(const struct process *p,
  * process's fast_clocks: how to read the TSC.  @tsc_taken: the caller
  * read the TSC first, @t, before this read anything (the fast path's
  * hint, pvread_tsc_first, whose disruptions are @epoch); else the line's
- * reading reads it after the header's checks (@t NO_TSC).
+ * reading reads it after the header's checks (@t NO_TSC).  @checked:
+ * pvread_line_checked, and @seq the header's, loaded by try_read();
+ * @seen, that they agree.
  */
 #define NO_TSC ((struct tsc_halves){ 0, 0 })
-static ALWAYS_INLINE enum read_result try_read(const struct process *p,
-					       const uint32_t fast,
-					       const clockid_t clock,
-					       struct reading *out,
-					       const bool hold,
-					       const bool tsc_taken,
-					       struct tsc_halves t,
-					       const uint32_t epoch)
+static ALWAYS_INLINE enum read_result attempt(const struct process *p,
+					      const struct pvread_header *h,
+					      const uint32_t fast,
+					      const clockid_t clock,
+					      struct reading *out,
+					      const bool hold,
+					      const bool tsc_taken,
+					      struct tsc_halves t,
+					      const uint32_t epoch,
+					      const uint64_t checked,
+					      const uint32_t seq,
+					      const bool seen)
 {
 	const struct mapping *m = &p->map;
-	const struct pvread_header *h = m->hdr;
 	const struct pvread_clock_base *b;
 	enum read_result r = READ_OK;
 	struct reading v;
 	uint64_t snsec;
-	uint32_t seq;
 
-	seq = LOAD(h->seq);
-	RMB();
-	if (unlikely(seq & 1))
+	if (!seen && unlikely(seq & 1))
 		return seq == atomic_load_explicit(&p->stuck_seq,
 						   memory_order_relaxed) ?
 		       READ_NO_STUCK : READ_BUSY;
@@ -252,9 +344,6 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 		else if (unlikely((uint32_t)LOAD(h->disruptions) != epoch))
 			return READ_TSC_STALE;
 		b = &l->base[clock];
-		v.sec = LOAD(b->sec);
-		snsec = LOAD(b->snsec);
-		line_rate(l, clock, &mul, &shift);
 		/*
 		 * pvread_line_delta(), with its test for a TSC before the
 		 * anchor inside the span's, so that the product waits for no
@@ -286,18 +375,32 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 			if ((int64_t)d >= 0)
 				return confirmed(h, seq, READ_NO_DELTA);
 			tsc = stamp;
+			d = 0;
 		}
-		if (unlikely(!pvread_line_ok(span, mul, shift, snsec)))
+		line_rate(l, clock, &mul, &shift);
+		snsec = LOAD(b->snsec);
+		/*
+		 * At a seq check_line() noted, the arithmetic fits and the
+		 * bases are the kernel's, and the line is not below the
+		 * coarse clock from its pass point on: one compare on the
+		 * delta, which waits for no product.
+		 */
+		if (!seen && unlikely(!pvread_line_ok(span, mul, shift, snsec)))
 			return confirmed(h, seq, READ_NO_INVALID);
 		offset = pvread_line_offset(stamp, mul, shift, snsec);
 		HIDE(offset);
 		v.ns = pvread_line_at_tsc(tsc, mul, shift, offset) >> 32;
+		v.sec = LOAD(b->sec);
 		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
-		    unlikely(may_be_below_coarse(h, clock, v))) {
+		    (seen ? unlikely(d < (uint32_t)checked) :
+			    unlikely(may_be_below_coarse(h, clock, v)))) {
 			/* The hold is the slow path's: no call here. */
 			if (!hold)
 				return READ_HOLD;
 			v = not_below_coarse(h, clock, v);
+			/* Its no-reading, or coarse seconds past the kernel's. */
+			if (seen && unlikely((uint64_t)v.sec > KTIME_SEC_MAX))
+				return confirmed(h, seq, READ_NO_INVALID);
 		}
 	}
 	if (unlikely(r != READ_OK))
@@ -306,8 +409,11 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 	if (unlikely(LOAD(h->seq) != seq))
 		return READ_RETRY;
 	/* The kernel's clocks are s64 ns: beyond them, no module wrote it. */
-	if (unlikely((uint64_t)v.sec > KTIME_SEC_MAX))
+	if (!seen && unlikely((uint64_t)v.sec > KTIME_SEC_MAX))
 		return READ_NO_INVALID;
+	/* The next reads at this seq need not check it all again. */
+	if (!seen && clock_in(CLOCKS_FINE, clock))
+		check_line(h);
 	if (timens_shifts(clock) && unlikely(m->ns.shifted)) {
 		v.sec += m->ns.sec[clock];
 		v.ns += (uint64_t)m->ns.nsec[clock];
@@ -319,6 +425,39 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 	}
 	*out = v;
 	return READ_OK;
+}
+
+/*
+ * attempt() from the header's seq: at a seq check_line() noted (even: no
+ * update in progress), the copy that leaves out the checks it made; at
+ * another, the whole attempt, or, where @only_seen (the reads that took
+ * the TSC first), READ_UNSEEN: their caller checks the page and reads
+ * again from the seq, once an update, so that they inline no more than
+ * the first copy.
+ */
+static ALWAYS_INLINE enum read_result try_read(const struct process *p,
+					       const uint32_t fast,
+					       const clockid_t clock,
+					       struct reading *out,
+					       const bool hold,
+					       const bool tsc_taken,
+					       struct tsc_halves t,
+					       const uint32_t epoch,
+					       const uint64_t checked,
+					       const bool only_seen)
+{
+	const struct pvread_header *h = p->map.hdr;
+	const uint32_t seq = LOAD(h->seq);
+
+	RMB();
+	if (clock_in(CLOCKS_FINE, clock) &&
+	    likely(seq == (uint32_t)(checked >> 32)))
+		return attempt(p, h, fast, clock, out, hold, tsc_taken, t,
+			       epoch, checked, seq, true);
+	if (only_seen)
+		return READ_UNSEEN;
+	return attempt(p, h, fast, clock, out, hold, tsc_taken, t, epoch,
+		       checked, seq, false);
 }
 
 /*
@@ -376,7 +515,7 @@ static ALWAYS_INLINE bool read_fast(struct process *p, const clockid_t clock,
 			return pvread_try_again(p, r, &a, why);
 	}
 	while (unlikely((r = try_read(p, fast, clock, &v, true, false,
-				      NO_TSC, 0)) != READ_OK))
+				      NO_TSC, 0, line_checked(), false)) != READ_OK))
 		if (!pvread_try_again(p, r, &a, why))
 			return false;
 	ts->tv_sec = v.sec;
@@ -397,6 +536,8 @@ bool pvread_read_fast(struct process *p, const clockid_t clock,
  */
 static __attribute__((noinline, cold)) void hint_kernel(bool kernel)
 {
+	if (kernel)
+		forget_line_check();
 	/* Release: the reads it sends to read_kernel_first() load map.hdr. */
 	atomic_store_explicit(&pvread_tsc_first, kernel ? HINT_KERNEL : 0,
 			      memory_order_release);
@@ -502,7 +643,8 @@ int gettime_again(struct process *p, clockid_t clock, struct timespec *ts,
 		/* The hold at the coarse clocks: the same reading, held. */
 		if (r != READ_HOLD && !pvread_try_again(p, r, &a, &why))
 			return pvread_slow_clock_gettime(p, clock, ts, why);
-		r = try_read(p, fast, clock, &v, true, false, NO_TSC, 0);
+		r = try_read(p, fast, clock, &v, true, false, NO_TSC, 0,
+			     line_checked(), false);
 		if (r == READ_OK)
 			break;
 	}
@@ -549,6 +691,59 @@ static ALWAYS_INLINE int store_reading(struct process *p, clockid_t clock,
 }
 
 /*
+ * read_tsc_first()'s attempt gave @r: the hint renewed or forgotten, the
+ * page checked where it was at a seq not noted, and the rest of the read.
+ * A tail call, which reloads fast_clocks, so that the fast path keeps
+ * nothing across a call (on Intel, every register it saves is an
+ * instruction the counter read holds back).
+ */
+static __attribute__((noinline, cold)) int tsc_first_again(struct process *p,
+							   clockid_t clock,
+							   struct timespec *ts,
+							   enum read_result r)
+{
+	const uint32_t fast = atomic_load_explicit(&p->fast_clocks,
+						   memory_order_acquire);
+
+	if (r == READ_NOT_FAST) {
+		hint_tsc_first(p, clock, fast, false);
+		return gettime_slow(clock, ts);
+	}
+	if (r == READ_UNSEEN) {
+		/*
+		 * The page checked for the next reads, and this one whole,
+		 * its TSC after the seq: none read for nothing in mode none
+		 * or above the tolerance, and none before a resume, after
+		 * which the hint is renewed here.
+		 */
+		const uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
+							   memory_order_relaxed);
+		struct reading v;
+
+		check_line(p->map.hdr);
+		r = try_read(p, fast, clock, &v, false, false, NO_TSC, 0,
+			     line_checked(), false);
+		if (r == READ_OK) {
+			if ((uint32_t)LOAD(p->map.hdr->disruptions) !=
+			    (uint32_t)(hint >> 32))
+				hint_tsc_first(p, clock, fast, true);
+			return store_reading(p, clock, ts, v);
+		}
+	}
+	if (r == READ_NO_MODE) {
+		hint_kernel(true);
+		return kernel_answer(p, clock, ts, PVREAD_SLOW_MODE);
+	}
+	if (r == READ_TSC_STALE) {
+		hint_tsc_first(p, clock, fast, true);
+		r = READ_RETRY;
+	} else if (r >= READ_NO) {
+		hint_tsc_first(p, clock, fast, false);
+	}
+	return gettime_again(p, clock, ts, r);
+}
+
+/*
  * The read where the hint names @clock: the TSC first, then the state and
  * the page, whose loads all run while the TSC is read.  Where the page
  * cannot answer with it, the hint forgets the clock (mode none: every
@@ -565,25 +760,12 @@ static ALWAYS_INLINE int read_tsc_first(struct process *p, uint64_t hint,
 	enum read_result r;
 	struct reading v;
 
-	if (unlikely(!clock_in(fast, clock))) {
-		hint_tsc_first(p, clock, fast, false);
-		return gettime_slow(clock, ts);
-	}
+	if (unlikely(!clock_in(fast, clock)))
+		return tsc_first_again(p, clock, ts, READ_NOT_FAST);
 	r = try_read(p, fast, clock, &v, false, true, tsc,
-		     (uint32_t)(hint >> 32));
-	if (unlikely(r != READ_OK)) {
-		if (r == READ_NO_MODE) {
-			hint_kernel(true);
-			return kernel_answer(p, clock, ts, PVREAD_SLOW_MODE);
-		}
-		if (r == READ_TSC_STALE) {
-			hint_tsc_first(p, clock, fast, true);
-			r = READ_RETRY;
-		} else if (r >= READ_NO) {
-			hint_tsc_first(p, clock, fast, false);
-		}
-		return gettime_again(p, clock, ts, r);
-	}
+		     (uint32_t)(hint >> 32), line_checked(), true);
+	if (unlikely(r != READ_OK))
+		return tsc_first_again(p, clock, ts, r);
 	return store_reading(p, clock, ts, v);
 }
 
@@ -628,7 +810,8 @@ static __attribute__((noinline)) int read_page(struct process *p,
 		pvread_thread_stats.slow_by_reason[PVREAD_SLOW_NO_PAGE]++;
 		return pvread_kernel_clock_gettime(clock, ts);
 	}
-	r = try_read(p, fast, clock, &v, false, false, NO_TSC, 0);
+	r = try_read(p, fast, clock, &v, false, false, NO_TSC, 0,
+		     line_checked(), false);
 	if (unlikely(r != READ_OK)) {
 		if (r != READ_NO_MODE)
 			return gettime_again(p, clock, ts, r);
@@ -754,7 +937,8 @@ static ALWAYS_INLINE bool ns_tsc_first(struct process *p, uint64_t hint,
 
 	if (unlikely(!clock_in(fast, clock)) ||
 	    unlikely(try_read(p, fast, clock, &v, false, true, tsc,
-			      (uint32_t)(hint >> 32)) != READ_OK) ||
+			      (uint32_t)(hint >> 32), line_checked(),
+			      true) != READ_OK) ||
 	    unlikely(!stands(p, clock, v)))
 		return false;
 	*ns = (uint64_t)v.sec * NSEC_PER_SEC + v.ns;
@@ -762,34 +946,23 @@ static ALWAYS_INLINE bool ns_tsc_first(struct process *p, uint64_t hint,
 }
 
 /*
- * The reading pvread_clock_gettime() would store, as one count of ns: the
- * same attempt at the page where the hint names the clock, TSC first
- * (CLOCK_MONOTONIC's id a constant), the sum instead of the two stores;
- * where the hint says the kernel answered the last read, the kernel first,
- * as pvread_clock_gettime() would ask it, one call less; anything else
- * reads through pvread_clock_gettime() (a later reading: this one was
- * never returned), which keeps the hint.  0, errno set, where that fails.
+ * pvread_ns() where the hint does not name @clock, or its attempt did not
+ * stand: where the hint says the kernel answered the last read, the kernel
+ * first, as pvread_clock_gettime() would ask it, one call less; anything
+ * else through pvread_clock_gettime() (a later reading: the attempt's was
+ * never returned), which keeps the hint.
  */
-uint64_t pvread_ns(clockid_t clock)
+static __attribute__((noinline)) uint64_t ns_by_timespec(clockid_t clock)
 {
 	struct process *p = atomic_load_explicit(&pvread_process,
 						 memory_order_acquire);
 	const uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
 						   memory_order_acquire);
 	struct timespec ts;
-	uint64_t ns;
 	int ret;
 
-	if (unlikely(!p) ||
-	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES))
-		ret = pvread_clock_gettime(clock, &ts);
-	else if (likely(clock_in((uint32_t)hint, clock)) &&
-		 likely(clock == CLOCK_MONOTONIC ?
-			ns_tsc_first(p, hint, CLOCK_MONOTONIC, &ns) :
-			ns_tsc_first(p, hint, clock, &ns)))
-		return ns;
-	else if (((uint32_t)hint & HINT_KERNEL) &&
-		 likely(clock_in(CLOCKS_FINE | CLOCKS_COARSE, clock)))
+	if (likely(p) && ((uint32_t)hint & HINT_KERNEL) &&
+	    likely(clock_in(CLOCKS_FINE | CLOCKS_COARSE, clock)))
 		ret = clock == CLOCK_MONOTONIC ?
 		      read_monotonic_kernel_first(p, &ts) :
 		      read_clock_kernel_first(p, clock, &ts);
@@ -798,6 +971,45 @@ uint64_t pvread_ns(clockid_t clock)
 	if (ret)
 		return 0;
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+/* ns_tsc_first() of a clock other than CLOCK_MONOTONIC. */
+static __attribute__((noinline)) uint64_t ns_clock_tsc_first(struct process *p,
+							     uint64_t hint,
+							     clockid_t clock)
+{
+	uint64_t ns;
+
+	if (likely(ns_tsc_first(p, hint, clock, &ns)))
+		return ns;
+	return ns_by_timespec(clock);
+}
+
+/*
+ * The reading pvread_clock_gettime() would store, as one count of ns: the
+ * same attempt at the page where the hint names the clock, TSC first
+ * (CLOCK_MONOTONIC's id a constant, its attempt inline), the sum instead
+ * of the two stores; anything else through ns_by_timespec(), a tail call,
+ * so that the attempt keeps nothing across a call.  0, errno set, where
+ * that fails.
+ */
+uint64_t pvread_ns(clockid_t clock)
+{
+	struct process *p = atomic_load_explicit(&pvread_process,
+						 memory_order_acquire);
+	const uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
+						   memory_order_acquire);
+	uint64_t ns;
+
+	if (unlikely(!p) ||
+	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES) ||
+	    unlikely(!clock_in((uint32_t)hint, clock)))
+		return ns_by_timespec(clock);
+	if (clock != CLOCK_MONOTONIC)
+		return ns_clock_tsc_first(p, hint, clock);
+	if (likely(ns_tsc_first(p, hint, CLOCK_MONOTONIC, &ns)))
+		return ns;
+	return ns_by_timespec(clock);
 }
 
 /*

@@ -82,12 +82,59 @@ static int line_at_tsc_sweep(int *low)
 	return 1;
 }
 
+/*
+ * pvread_line_pass() against the line itself: for lines of any rate and
+ * base, and a coarse value anywhere from below the base to a few seconds
+ * past it, the line read at the pass point is at or above the value and
+ * one tick before it below; where it says the line does not reach the
+ * value within the span, the line at the span is below it.  *@held counts
+ * the cases with a pass point past the anchor.
+ */
+static int line_pass_sweep(int *held)
+{
+	uint64_t x = 0x2545f4914f6cdd1dULL, snsec, rate, span, below, pass;
+	uint32_t mul;
+	uint8_t shift;
+	int i;
+
+	for (i = 0; i < SWEEP; i++) {
+		mul = (uint32_t)next(&x) | 1;
+		shift = (uint8_t)(next(&x) % 33);
+		snsec = next(&x) % (PVREAD_ARITH_NSEC_PER_SEC << 32);
+		rate = (uint64_t)mul << shift;
+		span = next(&x) % ((UINT64_MAX - snsec) / rate + 1);
+		below = (snsec >> 32) + next(&x) % 5000000000ULL -
+			2000000000ULL;
+		if ((int64_t)below < 0)
+			below = 0;
+		if (!pvread_line_ok(span, mul, shift, snsec))
+			break;
+		if (!pvread_line_pass(span, mul, shift, snsec, below, &pass)) {
+			if (pvread_line_at(span, mul, shift, snsec) >> 32 <
+			    below)
+				continue;
+		} else if (pass <= span &&
+			   pvread_line_at(pass, mul, shift, snsec) >> 32 >=
+			   below &&
+			   (!pass || (++*held &&
+				      pvread_line_at(pass - 1, mul, shift,
+						     snsec) >> 32 < below))) {
+			continue;
+		}
+		printf("# mul %#x, shift %u, snsec %#llx, span %#llx, below %llu\n",
+		       mul, shift, (unsigned long long)snsec,
+		       (unsigned long long)span, (unsigned long long)below);
+		return 0;
+	}
+	return i == SWEEP;
+}
+
 int main(void)
 {
 	uint64_t out = 0;
-	int ok, low = 0;
+	int ok, low = 0, held = 0;
 
-	tap_plan(30);
+	tap_plan(34);
 	/* mul 2^31 is one half; shift +1 doubles first: ns = delta. */
 	check(P(1012345, 1000000, 7, 1U << 31, 1), 12345 + 7, "identity scale");
 	/* shift -1 halves, mul one half: ns = delta / 4. */
@@ -174,6 +221,19 @@ int main(void)
 	tap_result(ok && low > SWEEP / 8,
 		   "line at the TSC: the value at its delta, %d lines and TSCs, from the low halves where the high halves agree",
 		   SWEEP);
+	ok = line_pass_sweep(&held);
+	printf("# %d of them past the anchor\n", held);
+	tap_result(ok && held > SWEEP / 8,
+		   "line's pass point: at or above the coarse value there, below it a tick before, %d lines and values",
+		   SWEEP);
+	/* A line 1.5 ticks below: two ticks on, at 1 ns a tick. */
+	ok = pvread_line_pass(10, 1U << 31, 1, (1ULL << 32) >> 1, 2, &out);
+	check(ok ? out : 99, 2, "line's pass point: the first tick at or above");
+	/* A line that stands still: there from the start, or never. */
+	ok = pvread_line_pass(10, 0, 0, 3ULL << 32, 3, &out);
+	check(ok ? out : 99, 0, "line's pass point: a still line at the value");
+	ok = pvread_line_pass(10, 0, 0, 3ULL << 32, 4, &out);
+	tap_result(!ok, "line's pass point: a still line below the value never");
 	/* 2^39 cycles at mult 2^24 is 2^63: fits; 2^40 at 2^32 - 1 does not. */
 	ok = pvread_tk_shifted_ns(1ULL << 39, 0, UINT64_MAX, UINT64_MAX,
 				  1U << 24, 0, &out);

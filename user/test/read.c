@@ -1020,6 +1020,261 @@ static int line_below_coarse(void)
 	return bad != 0;
 }
 
+/* lfence; rdtsc: a TSC not before what came before it. */
+static uint64_t tsc_now(void)
+{
+	_mm_lfence();
+	return __rdtsc();
+}
+
+/*
+ * A line that passes the coarse clocks 3 ms after its anchor, read where
+ * the page was checked whole once (the pass point in ticks, and one
+ * compare of the delta with it): MONOTONIC and REALTIME held at the
+ * coarse value by every read whose TSC bracket ends before the line's
+ * first tick at or above it, the line's value, within the bracket, by
+ * every read whose bracket starts there or later; never below the coarse
+ * value, never back, and never the kernel's.
+ */
+static int line_passes_coarse(void)
+{
+	static const clockid_t clocks[] = { CLOCK_MONOTONIC, CLOCK_REALTIME };
+	const uint64_t lag = 3000000;
+	struct pvread_stats st0, st1;
+	uint64_t stamp, rate, cross, t0, t1, held = 0, on = 0, n = 0;
+	int64_t prev[2] = { 0, 0 };
+	struct pvread_line *l;
+	struct timespec ts;
+	long bad = 0;
+	int c;
+
+	if (adopt(PVREAD_MODE_LINE, 0))
+		return 1;
+	l = &page.hdr->line;
+	rate = (uint64_t)l->mul << l->shift;
+	write_coarse(5000, lag);
+	stamp = tsc_now();
+	write_line(stamp, page.tsc_hz, l->mul, l->shift, l->raw_mul,
+		   l->raw_shift, 5000, 0);
+	/* the first tick at which the line's ns << 32 reach lag << 32 */
+	cross = stamp + ((lag << 32) + rate - 1) / rate;
+	pvread_get_stats(&st0);
+	do {
+		for (c = 0; c < 2; c++) {
+			int64_t v;
+
+			t0 = tsc_now();
+			pvread_clock_gettime(clocks[c], &ts);
+			t1 = tsc_now();
+			n++;
+			v = ns_of(&ts) - 5000 * NSEC_PER_SEC;
+			if (v < (int64_t)lag || v < prev[c] ||
+			    (t1 < cross && v != (int64_t)lag) ||
+			    (t0 >= cross &&
+			     (v < (int64_t)((t0 - stamp) * rate >> 32) ||
+			      v > (int64_t)((t1 - stamp) * rate >> 32)))) {
+				if (bad++ < 3)
+					printf("# clock %d: %lld ns past 5000 s at ticks [%llu, %llu], the line passing %llu ns at %llu\n",
+					       (int)clocks[c], (long long)v,
+					       (unsigned long long)(t0 - stamp),
+					       (unsigned long long)(t1 - stamp),
+					       (unsigned long long)lag,
+					       (unsigned long long)(cross - stamp));
+			}
+			held += t1 < cross;
+			on += t0 >= cross;
+			prev[c] = v;
+		}
+	} while (t0 < cross + page.tsc_hz / 1000);
+	pvread_get_stats(&st1);
+	printf("# %llu reads: %llu held before the line passed the coarse clocks, %llu on the line after, %ld wrong, %llu the kernel's\n",
+	       (unsigned long long)n, (unsigned long long)held,
+	       (unsigned long long)on, bad,
+	       (unsigned long long)(st1.slow - st0.slow));
+	return bad || held < 100 || on < 100 || st1.slow != st0.slow;
+}
+
+/*
+ * Reads held at the coarse clocks, MONOTONIC and REALTIME, @n of each,
+ * where the page was checked once: failures.
+ */
+static long held_at(int64_t sec, int64_t ns, long n)
+{
+	static const clockid_t clocks[] = { CLOCK_MONOTONIC, CLOCK_REALTIME };
+	struct timespec ts;
+	long bad = 0, i;
+	int c;
+
+	for (i = 0; i < n; i++)
+		for (c = 0; c < 2; c++) {
+			pvread_clock_gettime(clocks[c], &ts);
+			if ((ts.tv_sec != sec || ts.tv_nsec != ns) &&
+			    bad++ < 3)
+				printf("# clock %d: %lld.%09ld, not held at %lld.%09lld\n",
+				       (int)clocks[c], (long long)ts.tv_sec,
+				       ts.tv_nsec, (long long)sec, (long long)ns);
+		}
+	return bad;
+}
+
+/*
+ * The hold where the page was checked once, at the edges of its pass
+ * point: a line whose anchor is ahead of every TSC read (each reads as
+ * the anchor, 3 ms below the coarse clocks); a line more than 3 s below
+ * them (their nanoseconds past its second no longer fit 32 bits, and
+ * their low 32 bits would be below the line); one more than 2^32 ticks
+ * below them (the pass point no longer fits the word).  Every read held
+ * at the coarse value, none the kernel's; and where REALTIME's held value
+ * would be past the kernel's last second, the kernel's answer.
+ */
+static int line_held_far_below_coarse(void)
+{
+	struct pvread_stats st0, st1;
+	struct pvread_line *l;
+	uint64_t far;
+	long bad = 0;
+
+	if (adopt(PVREAD_MODE_LINE, 0))
+		return 1;
+	l = &page.hdr->line;
+	pvread_get_stats(&st0);
+	write_coarse(5000, 3000000);
+	write_line(tsc_now() + page.tsc_hz / 5, page.tsc_hz, l->mul, l->shift,
+		   l->raw_mul, l->raw_shift, 5000, 0);
+	bad += held_at(5000, 3000000, 10000);
+	/* 5.2 s past its second: beyond 2^32 ns, 0.905 s modulo 2^32 */
+	write_coarse(5005, 200000000);
+	write_line(tsc_now(), 2 * page.tsc_hz, l->mul, l->shift, l->raw_mul,
+		   l->raw_shift, 5000, 999000000ULL << 32);
+	bad += held_at(5005, 200000000, 10000);
+	/* 1.25 * 2^32 ticks of ns, 5 s at most (the coarse clock 3 s on) */
+	far = (uint64_t)((double)(5ULL << 30) * 1e9 / (double)page.tsc_hz);
+	if (far < 3 * NSEC_PER_SEC) {
+		write_coarse(5000 + far / NSEC_PER_SEC, far % NSEC_PER_SEC);
+		write_line(tsc_now(), 3 * page.tsc_hz, l->mul, l->shift,
+			   l->raw_mul, l->raw_shift, 5000, 0);
+		bad += held_at(5000 + far / NSEC_PER_SEC,
+			       far % NSEC_PER_SEC, 10000);
+	} else {
+		printf("# a TSC below 1.8 GHz: its 2^32 ticks are more than 3 s, not held by this path\n");
+	}
+	pvread_get_stats(&st1);
+	printf("# %ld not held, %llu the kernel's\n", bad,
+	       (unsigned long long)(st1.slow - st0.slow));
+	bad += st1.slow != st0.slow;
+	/*
+	 * REALTIME's line at the kernel's last second, held where
+	 * MONOTONIC is: a second past it, which no kernel counts.  The
+	 * kernel's answer (invalid), MONOTONIC still held.
+	 */
+	write_coarse(5001, 0);
+	write_line(tsc_now(), page.tsc_hz, l->mul, l->shift, l->raw_mul,
+		   l->raw_shift, 5000, 999000000ULL << 32);
+	synthetic_write_begin(&page);
+	l->base[CLOCK_REALTIME].sec = INT64_MAX / NSEC_PER_SEC;
+	synthetic_write_end(&page);
+	far = slow_for(PVREAD_SLOW_INVALID);
+	for (int i = 0; i < 1000; i++) {
+		struct timespec ts;
+		int64_t before = sys_ns(CLOCK_REALTIME), after;
+
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		bad += ts.tv_sec != 5001 || ts.tv_nsec != 0;
+		pvread_clock_gettime(CLOCK_REALTIME, &ts);
+		after = sys_ns(CLOCK_REALTIME);
+		bad += ns_of(&ts) < before || ns_of(&ts) > after;
+	}
+	bad += reason_was(PVREAD_SLOW_INVALID, far, 1000);
+	return bad != 0;
+}
+
+/*
+ * REALTIME is held where MONOTONIC is because a module gives their bases
+ * the same fraction of a nanosecond.  A page whose REALTIME fraction is
+ * below MONOTONIC's is not taken as checked: REALTIME stays held until
+ * its own line passes REALTIME_COARSE, never a nanosecond below it.  A
+ * line of a nanosecond every 2^20 ticks makes that nanosecond 2^20 ticks
+ * long.
+ */
+static int line_realtime_fraction(void)
+{
+	struct timespec ts;
+	uint64_t stamp, t0, t1, n = 0, window = 0;
+	long bad = 0;
+	int64_t v;
+
+	if (adopt(PVREAD_MODE_LINE, 0))
+		return 1;
+	write_coarse(5000, 2);
+	stamp = tsc_now();
+	write_line(stamp, page.tsc_hz, 1, 12, 1, 12, 5000, UINT32_MAX);
+	synthetic_write_begin(&page);
+	page.hdr->line.base[CLOCK_REALTIME].snsec = 0;
+	synthetic_write_end(&page);
+	do {
+		t0 = tsc_now();
+		pvread_clock_gettime(CLOCK_REALTIME, &ts);
+		t1 = tsc_now();
+		v = ns_of(&ts) - 5000 * NSEC_PER_SEC;
+		n++;
+		if (v < 2 && bad++ < 3)
+			printf("# REALTIME %lld ns past 5000 s, %llu ticks past the anchor: below REALTIME_COARSE's 2\n",
+			       (long long)v, (unsigned long long)(t0 - stamp));
+		/* MONOTONIC's line past its coarse clock, REALTIME's not */
+		window += t0 - stamp > (1ULL << 20) + 1 &&
+			  t1 - stamp < 1ULL << 21;
+	} while (t1 - stamp < 5ULL << 19);
+	printf("# %llu reads, %llu of them where MONOTONIC's line has passed MONOTONIC_COARSE and REALTIME's not REALTIME_COARSE, %ld below it\n",
+	       (unsigned long long)n, (unsigned long long)window, bad);
+	return bad || window < 100;
+}
+
+/*
+ * The page is taken as checked (pvread_line_checked) after a good reading
+ * of one clock only where every fine clock on it is one a module writes:
+ * with MONOTONIC_RAW's shift beyond 32, or TAI's seconds beyond the
+ * kernel's or below 0, MONOTONIC still reads fast, and those clocks are
+ * the kernel's (invalid), every read.
+ */
+static int line_checked_whole_page(void)
+{
+	struct pvread_line *l;
+	uint64_t before;
+	uint8_t raw_shift;
+	long bad = 0;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	pause_ticker();
+	l = &page.hdr->line;
+	raw_shift = l->raw_shift;
+	synthetic_write_begin(&page);
+	l->raw_shift = 33;
+	synthetic_write_end(&page);
+	bad += bracketed(CLOCK_MONOTONIC, 1000, FAST);
+	before = slow_for(PVREAD_SLOW_INVALID);
+	bad += bracketed(CLOCK_MONOTONIC_RAW, 1000, SLOW);
+	bad += reason_was(PVREAD_SLOW_INVALID, before, 1000);
+	synthetic_write_begin(&page);
+	l->raw_shift = raw_shift;
+	l->base[CLOCK_TAI].sec = INT64_MAX / NSEC_PER_SEC + 1;
+	synthetic_write_end(&page);
+	bad += bracketed(CLOCK_MONOTONIC, 1000, FAST);
+	bad += bracketed(CLOCK_MONOTONIC_RAW, 1000, FAST);
+	before = slow_for(PVREAD_SLOW_INVALID);
+	bad += bracketed(CLOCK_TAI, 1000, SLOW);
+	bad += reason_was(PVREAD_SLOW_INVALID, before, 1000);
+	/* and below 0, as unsigned as the read takes them */
+	synthetic_write_begin(&page);
+	l->base[CLOCK_TAI].sec = -1;
+	synthetic_write_end(&page);
+	bad += bracketed(CLOCK_MONOTONIC, 1000, FAST);
+	before = slow_for(PVREAD_SLOW_INVALID);
+	bad += bracketed(CLOCK_TAI, 1000, SLOW);
+	bad += reason_was(PVREAD_SLOW_INVALID, before, 1000);
+	return bad != 0;
+}
+
 /*
  * Past tsc_span (the module stopped re-anchoring), or with a shift that
  * would push the delta out of 64 bits, the kernel answers.
@@ -2437,6 +2692,9 @@ static volatile sig_atomic_t tsc_traps;
 /* Called once, at the next trap, with the TSC enabled: may change it. */
 static void (*volatile at_next_trap)(uint64_t *tsc);
 
+/* The TSC the last trapped read returned. */
+static uint64_t last_trapped_tsc;
+
 static void emulate_rdtsc(int sig, siginfo_t *si, void *uc)
 {
 	int len = tsc_trap_len(uc);
@@ -2454,6 +2712,7 @@ static void emulate_rdtsc(int sig, siginfo_t *si, void *uc)
 	}
 	tsc_trap(true);
 	tsc_trap_return(uc, len, tsc);
+	last_trapped_tsc = tsc;
 	tsc_traps++;
 }
 
@@ -2484,13 +2743,14 @@ static int fallback_with_rdtsc_trapped(void)
 
 /*
  * The fast path reads the TSC first, before the state and the page (the
- * hint pvread_tsc_first, set by a line reading of the clock): a TSC taken
- * before an update, read with the line the update wrote, reads as that
- * line's anchor, a time after the TSC and before the line's loads (within
- * the call), exactly, with no retry: the update was not met mid-read.  The
- * update is made from the trap of the read's own first TSC read
- * (PR_SET_TSC), the call's one TSC read; where the TSC is read after the
- * header instead, the read meets the update and retries.
+ * hint pvread_tsc_first, set by a line reading of the clock).  A TSC taken
+ * before an update finds the page at a seq this copy has not checked
+ * (pvread_line_checked): the read checks it, and reads again from the seq,
+ * the TSC after it: the new line at that second TSC, exactly, with no
+ * retry (the update was not met mid-read) and no fallback.  The update is
+ * made from the trap of the read's own first TSC read (PR_SET_TSC).  At a
+ * seq already checked, a TSC before the anchor reads as the anchor
+ * (line_before_anchor()).
  */
 static uint64_t trapped_tsc;
 
@@ -2526,8 +2786,8 @@ static int tsc_first_before_update(void)
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
 	pvread_get_stats(&st1);
-	want = synthetic_line_ns(&page, CLOCK_MONOTONIC, trapped_tsc);
-	printf("# a TSC read before an update: %lld ns, the new line at its anchor %lld (%+lld), %llu retries, %llu slow, %d TSC reads trapped, %lld ns after the reading before\n",
+	want = synthetic_line_ns(&page, CLOCK_MONOTONIC, last_trapped_tsc);
+	printf("# a TSC read before an update: %lld ns, the new line at the TSC read again %lld (%+lld), %llu retries, %llu slow, %d TSC reads trapped, %lld ns after the reading before\n",
 	       (long long)ns_of(&ts), (long long)want,
 	       (long long)(ns_of(&ts) - want),
 	       (unsigned long long)(st1.retries - st0.retries),
@@ -2535,8 +2795,9 @@ static int tsc_first_before_update(void)
 	       (long long)(ns_of(&ts) - ns_of(&before)));
 	bad |= at_next_trap || trapped_tsc >= page.hdr->line.tsc_timestamp;
 	bad |= ns_of(&ts) != want || ns_of(&ts) < ns_of(&before);
+	bad |= last_trapped_tsc < page.hdr->line.tsc_timestamp;
 	bad |= st1.retries != st0.retries || st1.slow != st0.slow ||
-	       tsc_traps != 1;
+	       tsc_traps != 2;
 	return bad;
 }
 
@@ -2728,7 +2989,7 @@ static int wall_fallback_not_behind(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(53);
+	tap_plan(57);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -2764,6 +3025,10 @@ int main(void)
 	scenario("line: MONOTONIC_RAW at raw_mul << raw_shift", line_raw_rate);
 	scenario("line: a TSC before the anchor reads as the anchor, fast", line_before_anchor);
 	scenario("line: never below the coarse clocks (MONOTONIC, REALTIME, gettimeofday against time)", line_below_coarse);
+	scenario("line: held at the coarse clocks until the line passes them, to the tick, where the page was checked once", line_passes_coarse);
+	scenario("line: held at the coarse clocks where the page was checked once: an anchor ahead of the TSC, a line more than 3 s or 2^32 ticks below them", line_held_far_below_coarse);
+	scenario("line: a page taken as checked only where every fine clock on it is one a module writes", line_checked_whole_page);
+	scenario("line: REALTIME with a fraction below MONOTONIC's held until its own line passes REALTIME_COARSE", line_realtime_fraction);
 	scenario("line: beyond tsc_span (delta) or a shift out of range (invalid): falls back", line_beyond_span);
 	scenario("line: error bound above PVREAD_MAX_ERROR_NS: falls back (bound)", line_bound_above_tolerance);
 	scenario("line: readings do not raise the floor, only respect it", line_no_shared_write);
@@ -2774,7 +3039,7 @@ int main(void)
 	scenario("line -> none -> line: never back", line_none_line);
 	scenario("line: the first fallback after line readings is at the TSC it reads, not ahead of the line", line_first_fallback_now);
 	scenario("rdtsc trapped (PR_SET_TSC) and handled: the first fallback after line readings is not killed", fallback_with_rdtsc_trapped);
-	scenario("a TSC read first, before an update: the new line's anchor, no retry", tsc_first_before_update);
+	scenario("a TSC read first, before an update: the page checked, the new line at the TSC read again, no retry", tsc_first_before_update);
 	scenario("a TSC read first, before a resume: never with the line after it", tsc_first_before_restore);
 	scenario("mode none, then a line behind the kernel: the first page reading not below the kernel's answers", kernel_answers_then_line);
 	scenario("mode none, the kernel asked first: a page that enters line mode during its read is read at once", kernel_first_then_line);
