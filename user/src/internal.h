@@ -454,9 +454,10 @@ PVREAD_HIDDEN extern struct process *_Atomic pvread_process;
 PVREAD_HIDDEN extern _Atomic uint64_t pvread_tsc_first;
 /*
  * The page as this copy last checked it whole (read.c's check_line()): its
- * seq in the high half; in the low half, the ticks past the line's anchor
- * from which MONOTONIC's line is at or above MONOTONIC_COARSE (REALTIME's,
- * with the same fraction, is held where MONOTONIC's is).  A line read that
+ * seq from bit 31 up (LINE_CHECKED_SEQ(), a seq the check saw even); below
+ * it, the ticks past the line's anchor from which MONOTONIC's line is at or
+ * above MONOTONIC_COARSE (REALTIME's, with the same fraction, is held where
+ * MONOTONIC's is), under 2^31.  A line read that
  * finds the page at that seq knows it even (no update in progress), every
  * fine clock's product fitting at the span and its seconds the kernel's,
  * and whether the hold may apply from the delta alone: it skips those
@@ -466,18 +467,18 @@ PVREAD_HIDDEN extern _Atomic uint64_t pvread_tsc_first;
  * span, the seq again after the loads, the floors.
  *
  * The seq is 32 bits, and the module writes the header twice per
- * timekeeping update: a word can meet the page at its seq again 2^31
+ * timekeeping update: a word can meet the page at its seq again 2^30
  * updates later (12.4 days at HZ=1000) if no check replaced it meanwhile,
  * and then every read of that update skips the checks above for a page
  * that may differ.  A module's page passes them anyway; the pass point
  * may be another line's, so a reading may be below MONOTONIC_COARSE by up
  * to the line's lag behind the kernel, which the published bound covers,
  * never below a floor (a pvread_use_page() page no module wrote could
- * read as garbage).  To keep that window to a copy that reads nothing at
- * all in between, a check that fails forgets the word, and so does a read
- * that finds the kernel answering (mode none).
+ * read as garbage).  To keep that window short, a check that fails
+ * forgets the word, and so does a TSC-first read that finds the page in
+ * mode none.
  *
- * LINE_UNCHECKED (an odd seq, which no check notes) until a check, and
+ * LINE_UNCHECKED (2^32 from bit 31: no seq at all) until a check, and
  * again whenever this copy adopts a page (once per process, before any
  * read of it: only a test adopts another).  Stored relaxed by a thread
  * whose read found the page at a seq this word did not name (once per
@@ -487,7 +488,11 @@ PVREAD_HIDDEN extern _Atomic uint64_t pvread_tsc_first;
  * update does not take the hint's from every reader.
  */
 PVREAD_HIDDEN extern _Atomic uint64_t pvread_line_checked;
-#define LINE_UNCHECKED ((uint64_t)1 << 32)
+#define LINE_UNCHECKED ((uint64_t)1 << 63)
+#define LINE_CHECKED(seq, pass) ((uint64_t)(seq) << 31 | (pass))
+#define LINE_CHECKED_SEQ(word) ((word) >> 31)
+/* Bit 31 is the seq's lowest: 0, as a check's seq is even. */
+#define LINE_CHECKED_PASS(word) ((uint32_t)(word))
 /*
  * pvread_tsc_first, alone: the kernel answered the last read as it
  * answers every clock (the page not in line mode, or no page), so the
@@ -797,7 +802,8 @@ static ALWAYS_INLINE int kernel_answered(struct process *p, clockid_t clock,
 {
 	uint32_t seen;
 
-	if (unlikely(ret) ||
+	/* Any id: a CPU-time clock's may be negative or beyond the set. */
+	if (unlikely(ret) || (unsigned int)clock >= PVREAD_NR_CLOCK_BASES ||
 	    !clock_in(CLOCKS_NOTED | BIT_OF(CLOCK_MONOTONIC_COARSE), clock))
 		return ret;
 	/* Mapping in progress in another thread: its mode_seen is NEVER. */

@@ -172,8 +172,7 @@ check_line(const struct pvread_header *h)
 		CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME, CLOCK_TAI };
 	const struct pvread_clock_base *c = &h->tk.base[CLOCK_MONOTONIC_COARSE];
 	const struct pvread_line *l = &h->line;
-	const uint64_t span = LOAD(l->tsc_span);
-	uint64_t sec, snsec, msec = 0, msnsec = 0, csec, cns, pass;
+	uint64_t sec, snsec, msec = 0, msnsec = 0, csec, cns, pass, span;
 	uint32_t mul, mmul = 0, seq;
 	uint8_t shift, mshift = 0;
 	unsigned int i;
@@ -182,6 +181,7 @@ check_line(const struct pvread_header *h)
 	RMB();
 	if (seq & 1)
 		goto unchecked;
+	span = LOAD(l->tsc_span);
 	for (i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
 		const struct pvread_clock_base *b = &l->base[fine[i]];
 
@@ -209,8 +209,8 @@ check_line(const struct pvread_header *h)
 	/*
 	 * The coarse clock at most 3 s past the line's second, so that its
 	 * nanoseconds past it (below 4 * 10^9) fit 32 bits; further, only
-	 * the whole read holds.  The pass point in the word's low half:
-	 * more than 2^32 ticks (a second or more) below the coarse clock is
+	 * the whole read holds.  The pass point below the word's seq: more
+	 * than 2^31 ticks (half a second or more) below the coarse clock is
 	 * no line a module keeps.
 	 */
 	if (csec < msec)
@@ -218,12 +218,12 @@ check_line(const struct pvread_header *h)
 	else if (csec - msec > 3 ||
 		 !pvread_line_pass(span, mmul, mshift, msnsec,
 				   (csec - msec) * NSEC_PER_SEC + cns, &pass) ||
-		 pass > UINT32_MAX)
+		 pass > INT32_MAX)
 		goto unchecked;
 	RMB();
 	if (LOAD(h->seq) != seq)
 		goto unchecked;
-	atomic_store_explicit(&pvread_line_checked, (uint64_t)seq << 32 | pass,
+	atomic_store_explicit(&pvread_line_checked, LINE_CHECKED(seq, pass),
 			      memory_order_relaxed);
 	return;
 unchecked:
@@ -392,7 +392,7 @@ static ALWAYS_INLINE enum read_result attempt(const struct process *p,
 		v.ns = pvread_line_at_tsc(tsc, mul, shift, offset) >> 32;
 		v.sec = LOAD(b->sec);
 		if ((clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME) &&
-		    (seen ? unlikely(d < (uint32_t)checked) :
+		    (seen ? unlikely(d < LINE_CHECKED_PASS(checked)) :
 			    unlikely(may_be_below_coarse(h, clock, v)))) {
 			/* The hold is the slow path's: no call here. */
 			if (!hold)
@@ -451,7 +451,7 @@ static ALWAYS_INLINE enum read_result try_read(const struct process *p,
 
 	RMB();
 	if (clock_in(CLOCKS_FINE, clock) &&
-	    likely(seq == (uint32_t)(checked >> 32)))
+	    likely(seq == LINE_CHECKED_SEQ(checked)))
 		return attempt(p, h, fast, clock, out, hold, tsc_taken, t,
 			       epoch, checked, seq, true);
 	if (only_seen)
@@ -962,6 +962,7 @@ static __attribute__((noinline)) uint64_t ns_by_timespec(clockid_t clock)
 	int ret;
 
 	if (likely(p) && ((uint32_t)hint & HINT_KERNEL) &&
+	    likely((unsigned int)clock < PVREAD_NR_CLOCK_BASES) &&
 	    likely(clock_in(CLOCKS_FINE | CLOCKS_COARSE, clock)))
 		ret = clock == CLOCK_MONOTONIC ?
 		      read_monotonic_kernel_first(p, &ts) :

@@ -769,6 +769,7 @@ static int none_ns(void)
 	struct pvread_stats st0, st1;
 	uint64_t before, other, v;
 	long outside = 0, i;
+	clockid_t cpu;
 	int64_t lo, hi;
 	unsigned int c;
 	int err;
@@ -797,12 +798,36 @@ static int none_ns(void)
 	other = slow_for(PVREAD_SLOW_OTHER);
 	outside += !pvread_ns(CLOCK_PROCESS_CPUTIME_ID);
 	outside += reason_was(PVREAD_SLOW_OTHER, other, 1);
+	/*
+	 * Ids beyond the page's whose low 5 bits name one of its clocks: this
+	 * thread's CPU clock (the kernel's; from the page it would be a
+	 * monotonic time), and 38 (EINVAL, its bits CLOCK_MONOTONIC_RAW's).
+	 */
+	pthread_getcpuclockid(pthread_self(), &cpu);
+	lo = sys_ns(cpu);
+	v = pvread_ns(cpu);
+	hi = sys_ns(cpu);
+	printf("# pvread_ns(this thread's CPU clock %d, low bits %d): %llu within [%lld, %lld]\n",
+	       (int)cpu, (int)cpu & 31, (unsigned long long)v, (long long)lo,
+	       (long long)hi);
+	outside += (int64_t)v < lo || (int64_t)v > hi;
+	errno = 0;
+	v = pvread_ns(38);
+	printf("# pvread_ns(38): %llu, %s\n", (unsigned long long)v,
+	       strerror(errno));
+	outside += v || errno != EINVAL;
 	errno = 0;
 	v = pvread_ns(12345);
 	err = errno;
 	printf("# pvread_ns(12345): %llu, %s\n", (unsigned long long)v,
 	       strerror(err));
 	set_mode(PVREAD_MODE_LINE);
+	/* the kernel-first hint stale, the page in line mode: still EINVAL */
+	errno = 0;
+	v = pvread_ns(33);
+	printf("# pvread_ns(33) in line mode after mode none: %llu, %s\n",
+	       (unsigned long long)v, strerror(errno));
+	outside += v || errno != EINVAL;
 	pvread_ns(CLOCK_MONOTONIC);	/* the kernel first, then the page's */
 	pvread_get_stats(&st0);
 	for (i = 0; i < 1000; i++)
@@ -1168,8 +1193,8 @@ static int line_held_far_below_coarse(void)
 	 * kernel's answer (invalid), MONOTONIC still held.
 	 */
 	write_coarse(5001, 0);
-	write_line(tsc_now(), page.tsc_hz, l->mul, l->shift, l->raw_mul,
-		   l->raw_shift, 5000, 999000000ULL << 32);
+	write_line(tsc_now(), 2 * page.tsc_hz, l->mul, l->shift, l->raw_mul,
+		   l->raw_shift, 5000, 0);	/* a second below, held */
 	synthetic_write_begin(&page);
 	l->base[CLOCK_REALTIME].sec = INT64_MAX / NSEC_PER_SEC;
 	synthetic_write_end(&page);
@@ -2176,7 +2201,63 @@ static int fork_while_mapping(void)
  * gives up (EAGAIN) instead of looping.  Once the update completes, reads
  * are fast again.
  */
-static int writer_stuck(void)
+/*
+ * A thread's CPU-time clock: its id is negative, and its low 5 bits are a
+ * page clock's for one thread in four (a tid of 3 modulo 4 makes them
+ * MONOTONIC_COARSE's).  Read through pvread_clock_gettime() and pvread_ns()
+ * by eight threads in turn, in line mode and in mode none: the kernel's
+ * answer, within the system calls around it, every time.
+ */
+static void *read_own_cpu_clock(void *arg)
+{
+	long *bad = arg;
+	struct timespec ts;
+	clockid_t c;
+	int64_t lo, hi, v, w;
+
+	pthread_getcpuclockid(pthread_self(), &c);
+	lo = sys_ns(c);
+	v = pvread_clock_gettime(c, &ts) ? -1 : ns_of(&ts);
+	w = (int64_t)pvread_ns(c);
+	hi = sys_ns(c);
+	if (v < lo || v > hi || w < lo || w > hi) {
+		printf("# clock %d (low bits %d): %lld and %lld not within [%lld, %lld]\n",
+		       (int)c, (int)c & 31, (long long)v, (long long)w,
+		       (long long)lo, (long long)hi);
+		++*bad;
+	}
+	return NULL;
+}
+
+static int cpu_clocks_of_threads(void)
+{
+	long bad = 0;
+	int mode, i;
+
+	if (adopt(PVREAD_MODE_LINE, 1000))
+		return 1;
+	for (mode = 0; mode < 2; mode++) {
+		struct timespec ts;
+
+		if (mode)
+			set_mode(PVREAD_MODE_NONE);
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		pvread_ns(CLOCK_MONOTONIC);
+		for (i = 0; i < 8; i++) {
+			pthread_t t;
+
+			if (pthread_create(&t, NULL, read_own_cpu_clock, &bad))
+				return 1;
+			pthread_join(t, NULL);
+		}
+	}
+	printf("# 8 threads' CPU clocks in line mode and in mode none: %ld wrong\n",
+	       bad);
+	return bad != 0;
+}
+
+/* @seq: the header's before the update, or -1 for the page's own. */
+static int writer_stuck_from(int64_t seq)
 {
 	uint64_t busy, stuck;
 	struct pvread_info info;
@@ -2185,6 +2266,8 @@ static int writer_stuck(void)
 
 	if (adopt(PVREAD_MODE_LINE, 0))
 		return 1;
+	if (seq >= 0)
+		page.hdr->seq = (uint32_t)seq;
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	busy = slow_for(PVREAD_SLOW_BUSY);
 	stuck = slow_for(PVREAD_SLOW_STUCK);
@@ -2205,6 +2288,17 @@ static int writer_stuck(void)
 	bad += bracketed(CLOCK_MONOTONIC, 1000, FAST) != 0;
 	bad += pvread_get_info(&info) != 0 || !info.fast;
 	return bad != 0;
+}
+
+static int writer_stuck(void)
+{
+	return writer_stuck_from(-1);
+}
+
+/* The same from seq 0: the update is the first odd seq, 1. */
+static int writer_stuck_at_1(void)
+{
+	return writer_stuck_from(0);
 }
 
 /*
@@ -2989,7 +3083,7 @@ static int wall_fallback_not_behind(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(57);
+	tap_plan(59);
 	skip_reason = mmap(NULL, SKIP_REASON_LEN, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (skip_reason == MAP_FAILED) {
@@ -3015,6 +3109,8 @@ int main(void)
 	scenario("fork() while another thread maps: the child maps afresh", fork_while_mapping);
 	scenario("a call that succeeds leaves errno alone, the first one too", errno_kept);
 	scenario("writer stuck mid-update: one wait, then at once (stuck); get_info EAGAIN", writer_stuck);
+	scenario("writer stuck mid-update at seq 1, the first odd one: the same", writer_stuck_at_1);
+	scenario("a thread's CPU-time clock, whatever its id's low bits: the kernel's answer, line mode and none", cpu_clocks_of_threads);
 	scenario("PVREAD_MAX_ERROR_NS: decimal digits only, else the default", tolerance_parsing);
 	scenario("values no module writes: libc's answer (invalid), never garbage", hostile_page);
 	scenario("time namespace: a child's clocks are its namespace's, the parent's floors not its own", time_namespace);
