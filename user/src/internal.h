@@ -474,9 +474,9 @@ PVREAD_HIDDEN extern _Atomic uint64_t pvread_tsc_first;
  * may be another line's, so a reading may be below MONOTONIC_COARSE by up
  * to the line's lag behind the kernel, which the published bound covers,
  * never below a floor (a pvread_use_page() page no module wrote could
- * read as garbage).  To keep that window short, a check that fails
- * forgets the word, and so does a TSC-first read that finds the page in
- * mode none.
+ * read as garbage).  To make that window shorter, a check that fails
+ * forgets the word (a check of a page in mode none fails), and so does a
+ * TSC-first read that finds the page in mode none.
  *
  * LINE_UNCHECKED (2^32 from bit 31: no seq at all) until a check, and
  * again whenever this copy adopts a page (once per process, before any
