@@ -3134,7 +3134,7 @@ int main(void)
 	scenario("fork() while another thread maps: the child maps afresh", fork_while_mapping);
 	scenario("a call that succeeds leaves errno alone, the first one too", errno_kept);
 	scenario("writer stuck mid-update: one wait, then at once (stuck); get_info EAGAIN", writer_stuck);
-	scenario("writer stuck mid-update at seq 1, the first odd one: the same", writer_stuck_at_1);
+	scenario("writer stuck mid-update at seq 1, the first odd one: one wait, then at once (stuck), as at any other", writer_stuck_at_1);
 	scenario("a thread's CPU-time clock, whatever its id's low bits: the kernel's answer, line mode and none", cpu_clocks_of_threads);
 	scenario("PVREAD_MAX_ERROR_NS: decimal digits only, else the default", tolerance_parsing);
 	scenario("values no module writes: libc's answer (invalid), never garbage", hostile_page);
