@@ -190,6 +190,59 @@ struct floor {
 _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
 
 /*
+ * CLOCK_MONOTONIC's line as the page gives it at one seq, made ready to
+ * read (read.c's check_line(), once per update): what a read at that seq
+ * does after the counter is the product, the shift, the seconds, one
+ * compare for the span and the hold at MONOTONIC_COARSE, the seq again
+ * and the floor -- about 30 instructions where the page's own fields take
+ * 70, and on Intel's rdtscp and rdtsc, which hold back what follows them,
+ * each one counts (lean_monotonic(), read.c).
+ *
+ * key: the page's seq the record was made at (32 bits, even), which a
+ * read compares with the seq it loads first and again after its loads;
+ * else RECORD_BUSY (above 32 bits) while one thread writes the rest.  A
+ * process adopts one page (pvread_use_page() refuses another): its record
+ * is zeroed until then, as a child's is, with key 0, which can meet a
+ * page at seq 0, but a window of 0 that no delta is under: never read.
+ *
+ * The rest are the page's, at that seq: the anchor (stamp), the rate
+ * (mul << shift) and the offset that reads the line at the TSC itself
+ * (arith.h's pvread_line_offset()), the base's seconds, and the ticks
+ * past the anchor from which the line is at or above MONOTONIC_COARSE
+ * (pass) up to its span (pass + window - 1): a delta outside them, the
+ * hold or a line past its span, is the full read's.  rdtscp: FAST_RDTSCP
+ * as map.tsc_read says.  Made only in line mode, with the bound within
+ * map.tolerance_ns, every check of check_line() passed, MONOTONIC in
+ * fast_clocks and not shifted by a time namespace: everything else about
+ * the process that a read checks is the floor, which it still checks.
+ *
+ * Written by any thread whose read found the page at a seq the key does
+ * not name: it loads the key, checks the page, compares-and-swaps the key
+ * it loaded, unless RECORD_BUSY, for RECORD_BUSY (a loser, or one that
+ * found it busy, leaves it: another thread writes),
+ * makes sure the page is still at its seq (else puts the key back and
+ * leaves), stores the rest relaxed and then the key, release.  A reader
+ * that loaded a key naming seq S (acquire) and then any field another
+ * writer stored reads the page's seq after it: that writer saw the page
+ * at its own seq after taking the key from S's, so no older than S, and
+ * the reader finds S only where the writer's seq is S, whose fields it
+ * wrote alike.  (A wrap of the 32-bit seq, 2^30 updates with no read in
+ * between, is pvread_line_checked's risk below, no more.)
+ */
+struct line_record {
+	_Atomic uint64_t key;
+	_Atomic uint64_t stamp;
+	_Atomic uint64_t pass;
+	_Atomic uint64_t window;
+	_Atomic uint64_t rate;
+	_Atomic uint64_t offset;
+	_Atomic int64_t sec;
+	_Atomic uint64_t rdtscp;
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct line_record) == 64, "one cache line");
+#define RECORD_BUSY ((uint64_t)1 << 63)
+
+/*
  * mode_seen[clock], for the clocks that never go back: what this process
  * has returned of the clock, and so what its floor must hold.
  *
@@ -255,12 +308,13 @@ enum { SEEN_NEVER, SEEN_KERNEL, SEEN_FLOOR, SEEN_LINE, SEEN_HOLDING };
  * copies of the library in one process share one state only if they
  * agree on this number (the rendezvous, mapping.c).  Bump it with ANY
  * change to struct process, struct mapping, struct timens, struct floor,
+ * struct line_record,
  * the MAP_, NS_, MODE_SEEN_ values or the rules written here.  (Not
  * bumped for a child's store of FAST_KERNEL where map_state is
  * MAP_ABSENT, libpvread 0.5: the value every copy of layout 2 stores and
  * reads there; a bump would part copies that agree.)
  */
-#define PROCESS_LAYOUT 2
+#define PROCESS_LAYOUT 3
 
 /*
  * Everything this process knows, in two pages of its own (mapping.c's
@@ -412,6 +466,8 @@ struct process {
 	_Atomic uint32_t mode_seen[PVREAD_NR_CLOCK_BASES];
 	/* struct floor, above. */
 	struct floor floors[PVREAD_NR_CLOCK_BASES];
+	/* struct line_record, above. */
+	struct line_record line;
 };
 _Static_assert(offsetof(struct process, fast_clocks) == 4096,
 	       "the part children inherit is the first page");

@@ -458,6 +458,13 @@ static void in_child(void)
 		return;
 	atomic_compare_exchange_strong(&p->map_state, &busy, MAP_UNTRIED);
 	memset((char *)p + WIPED_OFFSET, 0, WIPED_SIZE);
+	/*
+	 * The line record went with the rest: this copy checks the page
+	 * again at its next read, which makes it anew, not at the next
+	 * update.  (A child of _Fork() keeps the word: its record waits.)
+	 */
+	atomic_store_explicit(&pvread_line_checked, LINE_UNCHECKED,
+			      memory_order_relaxed);
 }
 
 #ifdef PVREAD_SHARED

@@ -156,6 +156,58 @@ static void forget_line_check(void)
 }
 
 /*
+ * CLOCK_MONOTONIC's line at @seq, which check_line() found as a module
+ * writes it, into the process's record (struct line_record, internal.h):
+ * where this process may read it with no other check than the floor's.
+ * @pass and @span as check_line() has them.  Its rules are the record's.
+ */
+static void make_line_record(struct process *p,
+			     const struct pvread_header *h, uint32_t seq,
+			     uint64_t pass, uint64_t span)
+{
+	struct line_record *r = &p->line;
+	const uint32_t fast = atomic_load_explicit(&p->fast_clocks,
+						   memory_order_acquire);
+	uint64_t key = atomic_load_explicit(&r->key, memory_order_relaxed);
+	const struct pvread_line *l = &h->line;
+	uint64_t stamp, snsec;
+	uint32_t mul;
+	uint8_t shift;
+	int64_t sec;
+
+	if (key == seq || key == RECORD_BUSY ||
+	    !clock_in(fast, CLOCK_MONOTONIC) ||
+	    (timens_shifts(CLOCK_MONOTONIC) && p->map.ns.shifted) ||
+	    LOAD(h->error_bound_ns) > p->map.tolerance_ns || pass > span)
+		return;
+	stamp = LOAD(l->tsc_timestamp);
+	line_rate(l, CLOCK_MONOTONIC, &mul, &shift);
+	snsec = LOAD(l->base[CLOCK_MONOTONIC].snsec);
+	sec = LOAD(l->base[CLOCK_MONOTONIC].sec);
+	RMB();
+	if (LOAD(h->seq) != seq ||
+	    !atomic_compare_exchange_strong(&r->key, &key, RECORD_BUSY))
+		return;
+	if (LOAD(h->seq) != seq) {
+		atomic_store_explicit(&r->key, key, memory_order_relaxed);
+		return;
+	}
+	atomic_store_explicit(&r->stamp, stamp, memory_order_relaxed);
+	atomic_store_explicit(&r->pass, pass, memory_order_relaxed);
+	atomic_store_explicit(&r->window, span - pass + 1,
+			      memory_order_relaxed);
+	atomic_store_explicit(&r->rate, (uint64_t)mul << shift,
+			      memory_order_relaxed);
+	atomic_store_explicit(&r->offset,
+			      pvread_line_offset(stamp, mul, shift, snsec),
+			      memory_order_relaxed);
+	atomic_store_explicit(&r->sec, sec, memory_order_relaxed);
+	atomic_store_explicit(&r->rdtscp, fast & FAST_RDTSCP,
+			      memory_order_relaxed);
+	atomic_store_explicit(&r->key, seq, memory_order_release);
+}
+
+/*
  * The page checked whole at its seq, for this copy's later reads at that
  * seq (pvread_line_checked, internal.h): every fine clock's base and rate
  * as a module writes them (the product fits at the span, the seconds are
@@ -166,7 +218,7 @@ static void forget_line_check(void)
  * an update under way.
  */
 static __attribute__((noinline, cold)) void
-check_line(const struct pvread_header *h)
+check_line(struct process *p, const struct pvread_header *h)
 {
 	static const clockid_t fine[] = { CLOCK_MONOTONIC, CLOCK_REALTIME,
 		CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME, CLOCK_TAI };
@@ -226,6 +278,7 @@ check_line(const struct pvread_header *h)
 		goto unchecked;
 	atomic_store_explicit(&pvread_line_checked, LINE_CHECKED(seq, pass),
 			      memory_order_relaxed);
+	make_line_record(p, h, seq, pass, span);
 	return;
 unchecked:
 	forget_line_check();
@@ -279,7 +332,7 @@ static ALWAYS_INLINE enum read_result header_ok(const struct process *p,
  * @seen, that they agree.
  */
 #define NO_TSC ((struct tsc_halves){ 0, 0 })
-static ALWAYS_INLINE enum read_result attempt(const struct process *p,
+static ALWAYS_INLINE enum read_result attempt(struct process *p,
 					      const struct pvread_header *h,
 					      const uint32_t fast,
 					      const clockid_t clock,
@@ -414,7 +467,7 @@ static ALWAYS_INLINE enum read_result attempt(const struct process *p,
 		return READ_NO_INVALID;
 	/* The next reads at this seq need not check it all again. */
 	if (!seen && clock_in(CLOCKS_FINE, clock))
-		check_line(h);
+		check_line(p, h);
 	if (timens_shifts(clock) && unlikely(m->ns.shifted)) {
 		v.sec += m->ns.sec[clock];
 		v.ns += (uint64_t)m->ns.nsec[clock];
@@ -436,7 +489,7 @@ static ALWAYS_INLINE enum read_result attempt(const struct process *p,
  * again from the seq, once an update, so that they inline no more than
  * the first copy.
  */
-static ALWAYS_INLINE enum read_result try_read(const struct process *p,
+static ALWAYS_INLINE enum read_result try_read(struct process *p,
 					       const uint32_t fast,
 					       const clockid_t clock,
 					       struct reading *out,
@@ -721,7 +774,7 @@ static __attribute__((noinline, cold)) int tsc_first_again(struct process *p,
 							   memory_order_relaxed);
 		struct reading v;
 
-		check_line(p->map.hdr);
+		check_line(p, p->map.hdr);
 		r = try_read(p, fast, clock, &v, false, false, NO_TSC, 0,
 			     line_checked(), false);
 		if (r == READ_OK) {
@@ -770,14 +823,7 @@ static ALWAYS_INLINE int read_tsc_first(struct process *p, uint64_t hint,
 	return store_reading(p, clock, ts, v);
 }
 
-/* read_tsc_first() of CLOCK_MONOTONIC, its id a constant; of others. */
-static __attribute__((noinline)) int read_monotonic_tsc_first(struct process *p,
-							      uint64_t hint,
-							      struct timespec *ts)
-{
-	return read_tsc_first(p, hint, CLOCK_MONOTONIC, ts);
-}
-
+/* read_tsc_first() of a clock other than CLOCK_MONOTONIC. */
 static __attribute__((noinline)) int read_clock_tsc_first(struct process *p,
 							  uint64_t hint,
 							  clockid_t clock,
@@ -892,6 +938,61 @@ static __attribute__((noinline)) int read_clock_kernel_first(struct process *p,
 }
 
 /*
+ * CLOCK_MONOTONIC from the process's line record (struct line_record,
+ * internal.h) where it names the page's seq, as the vDSO reads: the seq,
+ * the counter (its order after the seq's load is all the ordering across
+ * CPUs and processes needs, as the vDSO's), the line, the seq again; then
+ * this process's floor, as stands() tests it.  True with the reading in
+ * *@out, its nanoseconds perhaps a second or more (the caller normalises
+ * a timespec); false, with nothing read that counts, where anything else
+ * may apply: the full read follows.  Its caller's hint names the clock: a
+ * line reading made the mapping, whose header a child inherits.
+ */
+static ALWAYS_INLINE bool lean_monotonic(struct process *p,
+					 struct reading *out)
+{
+	const struct pvread_header *h = p->map.hdr;
+	const struct line_record *r = &p->line;
+	struct tsc_halves th;
+	uint64_t t, d;
+	struct reading v;
+	int64_t floor;
+	uint32_t seq;
+
+	if (unlikely(!h))
+		return false;
+	seq = LOAD(h->seq);
+	if (unlikely(atomic_load_explicit(&r->key, memory_order_acquire) !=
+		     seq))
+		return false;
+	th = tsc_read((uint32_t)atomic_load_explicit(&r->rdtscp,
+						     memory_order_relaxed));
+	t = th.hi << 32 | th.lo;
+	/* Unsigned: a delta below the pass point (the hold) wraps too. */
+	d = t - atomic_load_explicit(&r->stamp, memory_order_relaxed) -
+	    atomic_load_explicit(&r->pass, memory_order_relaxed);
+	if (unlikely(d >= atomic_load_explicit(&r->window,
+					       memory_order_relaxed)))
+		return false;
+	v.ns = (t * atomic_load_explicit(&r->rate, memory_order_relaxed) +
+		atomic_load_explicit(&r->offset, memory_order_relaxed)) >> 32;
+	v.sec = atomic_load_explicit(&r->sec, memory_order_relaxed);
+	RMB();
+	if (unlikely(LOAD(h->seq) != seq))
+		return false;
+	if (unlikely(atomic_load_explicit(&p->mode_seen[CLOCK_MONOTONIC],
+					  memory_order_acquire) != SEEN_LINE))
+		return false;
+	floor = atomic_load_explicit(&p->floors[CLOCK_MONOTONIC].ns,
+				     memory_order_relaxed);
+	floor = (int64_t)((uint64_t)floor - (uint64_t)v.sec * NSEC_PER_SEC);
+	if (unlikely((int64_t)v.ns < floor))
+		return false;
+	*out = v;
+	return true;
+}
+
+/*
  * The read, shaped as the vDSO's do_hres(): one attempt at the page, and
  * one exit to everything else.  No write but *@ts unless the reading does
  * not stand as it is.  The hint says which attempt: the TSC first where
@@ -911,10 +1012,22 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES) ||
 	    unlikely(!ts))
 		return gettime_slow(clock, ts);
-	if (likely(clock_in((uint32_t)hint, clock)))
-		return clock == CLOCK_MONOTONIC ?
-		       read_monotonic_tsc_first(p, hint, ts) :
-		       read_clock_tsc_first(p, hint, clock, ts);
+	if (likely(clock_in((uint32_t)hint, clock))) {
+		struct reading v;
+
+		if (clock != CLOCK_MONOTONIC)
+			return read_clock_tsc_first(p, hint, clock, ts);
+		if (unlikely(!lean_monotonic(p, &v)))
+			return read_page(p, clock, ts);
+		/* Once a second: never a loop. */
+		if (unlikely(v.ns >= NSEC_PER_SEC)) {
+			v.sec += (int64_t)(v.ns / NSEC_PER_SEC);
+			v.ns %= NSEC_PER_SEC;
+		}
+		ts->tv_sec = v.sec;
+		ts->tv_nsec = (long)v.ns;
+		return 0;
+	}
 	/* The clocks the page serves; others are the slow path's. */
 	if (((uint32_t)hint & HINT_KERNEL) &&
 	    likely(clock_in(CLOCKS_FINE | CLOCKS_COARSE, clock)))
@@ -987,6 +1100,32 @@ static __attribute__((noinline)) uint64_t ns_clock_tsc_first(struct process *p,
 	return ns_by_timespec(clock);
 }
 
+/* pvread_ns() of CLOCK_MONOTONIC where its line record did not answer. */
+static __attribute__((noinline)) uint64_t ns_monotonic_page(struct process *p)
+{
+	struct timespec ts;
+
+	if (read_page(p, CLOCK_MONOTONIC, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * pvread_ns() but for CLOCK_MONOTONIC's line record: where the hint names
+ * @clock, its attempt at the page, TSC first; else, or where that does not
+ * stand, ns_by_timespec().
+ */
+static __attribute__((noinline)) uint64_t ns_by_hint(struct process *p,
+						     uint64_t hint,
+						     clockid_t clock)
+{
+	if (unlikely(!p) ||
+	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES) ||
+	    unlikely(!clock_in((uint32_t)hint, clock)))
+		return ns_by_timespec(clock);
+	return ns_clock_tsc_first(p, hint, clock);
+}
+
 /*
  * The reading pvread_clock_gettime() would store, as one count of ns: the
  * same attempt at the page where the hint names the clock, TSC first
@@ -1001,17 +1140,15 @@ uint64_t pvread_ns(clockid_t clock)
 						 memory_order_acquire);
 	const uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
 						   memory_order_acquire);
-	uint64_t ns;
+	struct reading v;
 
-	if (unlikely(!p) ||
-	    unlikely((unsigned int)clock >= PVREAD_NR_CLOCK_BASES) ||
-	    unlikely(!clock_in((uint32_t)hint, clock)))
-		return ns_by_timespec(clock);
-	if (clock != CLOCK_MONOTONIC)
-		return ns_clock_tsc_first(p, hint, clock);
-	if (likely(ns_tsc_first(p, hint, CLOCK_MONOTONIC, &ns)))
-		return ns;
-	return ns_by_timespec(clock);
+	if (likely(clock == CLOCK_MONOTONIC) && likely(p) &&
+	    likely(clock_in((uint32_t)hint, CLOCK_MONOTONIC))) {
+		if (likely(lean_monotonic(p, &v)))
+			return (uint64_t)v.sec * NSEC_PER_SEC + v.ns;
+		return ns_monotonic_page(p);
+	}
+	return ns_by_hint(p, hint, clock);
 }
 
 /*

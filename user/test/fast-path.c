@@ -151,6 +151,17 @@ static long read_all(int n, unsigned long long *slow)
 	return bad;
 }
 
+/* One read of CLOCK_MONOTONIC: 1 where outside the system calls around it. */
+static int read_monotonic_bracketed(void)
+{
+	int64_t before = sys_ns(CLOCK_MONOTONIC), v;
+	struct timespec ts;
+
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	v = ns_of(&ts);
+	return v < before - SLACK_NS || v > sys_ns(CLOCK_MONOTONIC) + SLACK_NS;
+}
+
 static void check_read(struct process *p, bool rdtscp, const char *name)
 {
 	unsigned long long slow;
@@ -274,6 +285,95 @@ static void check_floor(struct process *p)
 		   bad, notline);
 }
 
+/*
+ * CLOCK_MONOTONIC's line record (src/internal.h) names the page's seq: its
+ * reads come from it.  A key naming no seq makes the next read make it
+ * anew (a key above 32 bits, not RECORD_BUSY).
+ */
+static bool record_names_page(struct process *p)
+{
+	return atomic_load(&p->line.key) == p->map.hdr->seq;
+}
+
+/*
+ * The line record's span: a line read from the record until past its span
+ * with no update in between (the module stopped re-anchoring), then the
+ * kernel's answers (delta), not the record's line further on.
+ */
+static void check_record_span(struct process *p, struct synthetic *s)
+{
+	const struct timespec past = { 0, 30000000 };
+	struct pvread_stats st0, st1;
+	bool named;
+	long bad = 0;
+	int i;
+
+	force(p, true);
+	stop_ticker(s);
+	/* Readable for 10 ms from now. */
+	synthetic_write_begin(s);
+	s->hdr->line.tsc_span = s->tsc_hz / 100;
+	synthetic_write_end(s);
+	for (i = 0; i < 3; i++)
+		bad += read_monotonic_bracketed();
+	named = record_names_page(p);
+	nanosleep(&past, NULL);
+	pvread_get_stats(&st0);
+	for (i = 0; i < 100; i++)
+		bad += read_monotonic_bracketed();
+	pvread_get_stats(&st1);
+	synthetic_line_update(s);
+	synthetic_start(s, 4000);
+	printf("# a 10 ms span: the record %s the page; 30 ms later %llu of 100 reads the kernel's for \"delta\", %ld outside the system calls\n",
+	       named ? "named" : "did not name",
+	       (unsigned long long)(st1.slow_by_reason[PVREAD_SLOW_DELTA] -
+				    st0.slow_by_reason[PVREAD_SLOW_DELTA]),
+	       bad);
+	tap_result(named && !bad &&
+		   st1.slow_by_reason[PVREAD_SLOW_DELTA] -
+		   st0.slow_by_reason[PVREAD_SLOW_DELTA] == 100,
+		   "the line record: read within its line's span, the kernel's answer past it");
+}
+
+/*
+ * The line record where this process's floor holds every reading it
+ * returned (mode_seen FLOOR, as a fallback leaves it): the next reading
+ * of the line is the slow path's, which notes it (LINE), so that a
+ * fallback after it holds at it.  The line 50 us ahead of the kernel: a
+ * fallback not held there goes back by as much.
+ */
+static void check_record_mode_seen(struct process *p, struct synthetic *s)
+{
+	struct timespec ts;
+	int64_t line, fell_back;
+	uint64_t bound;
+	uint32_t seen;
+	bool named;
+
+	force(p, true);
+	stop_ticker(s);
+	synthetic_line_shift(s, 50000);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	named = record_names_page(p);
+	/* A fallback's state: the floor at the last reading, FLOOR. */
+	atomic_store(&p->floors[CLOCK_MONOTONIC].ns, ns_of(&ts));
+	atomic_store(&p->mode_seen[CLOCK_MONOTONIC], SEEN_FLOOR);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	line = ns_of(&ts);
+	seen = atomic_load(&p->mode_seen[CLOCK_MONOTONIC]);
+	bound = set_bound(s, p->map.tolerance_ns + 1);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	fell_back = ns_of(&ts);
+	set_bound(s, bound);
+	synthetic_start(s, 4000);
+	printf("# the line 50 us ahead: the record %s the page; with FLOOR, a line reading leaves mode_seen %u; a fallback after it %+lld ns from it\n",
+	       named ? "named" : "did not name", seen,
+	       (long long)(fell_back - line));
+	tap_result(named && seen == SEEN_LINE && fell_back >= line,
+		   "the line record: not read where the floor holds every reading (FLOOR): the slow path notes the line reading, and a fallback after it holds at it");
+}
+
 /* The module's update, as pvread_publish() writes it, over and over. */
 static void *writer(void *arg)
 {
@@ -368,8 +468,8 @@ static void count_rdtscp(int sig, siginfo_t *si, void *uc)
 	tsc_trap_return(uc, len, tsc);
 }
 
-/* @n reads of CLOCK_MONOTONIC, rdtscp trapped: the fast path's in *@traps. */
-static int trapped_reads(int n, int *traps)
+/* @n reads of @clock, rdtscp trapped: the fast path's in *@traps. */
+static int trapped_reads(clockid_t clock, int n, int *traps)
 {
 	struct timespec ts;
 	int i;
@@ -378,7 +478,7 @@ static int trapped_reads(int n, int *traps)
 	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0))
 		return -1;
 	for (i = 0; i < n; i++)
-		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		pvread_clock_gettime(clock, &ts);
 	tsc_trap(false);
 	*traps = own_rdtscp;
 	return 0;
@@ -386,8 +486,10 @@ static int trapped_reads(int n, int *traps)
 
 /*
  * The hint's own state, where nothing need trap (the hint test below
- * counts the TSC reads it saves, which needs rdtscp and the trap): a line
- * reading names its clock, with the page's resumes; after a resume the
+ * counts the TSC reads it saves, which needs rdtscp and the trap), for
+ * CLOCK_REALTIME, which reads the TSC first where the hint names it
+ * (CLOCK_MONOTONIC reads its line record, the TSC after the seq, where
+ * the hint names it, the page otherwise): a line reading names its clock, with the page's resumes; after a resume the
  * next read, its TSC taken first and stale, names the new count; a clock
  * the process may no longer read from the page (fast_clocks without it)
  * is forgotten at its next read, and named again at the one after it is
@@ -396,37 +498,37 @@ static int trapped_reads(int n, int *traps)
  */
 static void check_hint_state(struct process *p, struct synthetic *s)
 {
-	const uint32_t mono = BIT_OF(CLOCK_MONOTONIC);
+	const uint32_t mono = BIT_OF(CLOCK_REALTIME);
 	uint64_t named, resumed, dropped, back, modeless, relined, fell_back;
 	uint64_t want, bound;
 	struct timespec ts;
 
 	force(p, false);
 	stop_ticker(s);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	named = atomic_load(&pvread_tsc_first);
 	synthetic_write_begin(s);
 	s->hdr->disruptions++;
 	synthetic_write_end(s);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	resumed = atomic_load(&pvread_tsc_first);
 	want = (uint32_t)s->hdr->disruptions;
 	atomic_fetch_and(&p->fast_clocks, ~mono);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	dropped = atomic_load(&pvread_tsc_first);
 	atomic_fetch_or(&p->fast_clocks, mono);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	back = atomic_load(&pvread_tsc_first);
 	set_mode(s, PVREAD_MODE_NONE);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	modeless = atomic_load(&pvread_tsc_first);
 	set_mode(s, PVREAD_MODE_LINE);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	relined = atomic_load(&pvread_tsc_first);
 	bound = set_bound(s, p->map.tolerance_ns + 1);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	fell_back = atomic_load(&pvread_tsc_first);
 	set_bound(s, bound);
 	printf("# the hint: %#llx after line readings, %#llx after a resume (the page's count %llu), %#llx after a read without the clock in fast_clocks, %#llx with it again, %#llx after a read in mode none, %#llx after line readings again, %#llx after a fallback (the bound above the tolerance)\n",
@@ -434,27 +536,28 @@ static void check_hint_state(struct process *p, struct synthetic *s)
 	       (unsigned long long)want, (unsigned long long)dropped,
 	       (unsigned long long)back, (unsigned long long)modeless,
 	       (unsigned long long)relined, (unsigned long long)fell_back);
-	tap_result(clock_in((uint32_t)named, CLOCK_MONOTONIC) &&
+	tap_result(clock_in((uint32_t)named, CLOCK_REALTIME) &&
 		   named >> 32 == want - 1 &&
-		   clock_in((uint32_t)resumed, CLOCK_MONOTONIC) &&
+		   clock_in((uint32_t)resumed, CLOCK_REALTIME) &&
 		   resumed >> 32 == want &&
-		   !clock_in((uint32_t)dropped, CLOCK_MONOTONIC) &&
-		   clock_in((uint32_t)back, CLOCK_MONOTONIC) &&
+		   !clock_in((uint32_t)dropped, CLOCK_REALTIME) &&
+		   clock_in((uint32_t)back, CLOCK_REALTIME) &&
 		   (uint32_t)modeless == HINT_KERNEL &&
-		   clock_in((uint32_t)relined, CLOCK_MONOTONIC) &&
+		   clock_in((uint32_t)relined, CLOCK_REALTIME) &&
 		   !((uint32_t)relined & HINT_KERNEL) &&
-		   !clock_in((uint32_t)fell_back, CLOCK_MONOTONIC),
+		   !clock_in((uint32_t)fell_back, CLOCK_REALTIME),
 		   "the hint: a line reading names its clock and the page's resumes; a resume renews it; a clock not fast, or a fallback, is forgotten; mode none makes it the kernel's");
 }
 
 #define NO_PAGE_TEST "no page: a forked child's reads are the kernel's, first, as its parent's"
-#define HINT_TEST "the hint: a line reading names its clock; in mode none (a child that has not checked its offsets, its parent) and with the bound above the tolerance, the TSC read once for nothing, then not"
+#define HINT_TEST "the hint: a line reading names its clock; in mode none (a child that has not checked its offsets, its parent) and with the bound above the tolerance, REALTIME's TSC read once for nothing, then not; MONOTONIC's never"
 
 static void check_hint(struct process *p, struct synthetic *s)
 {
 	struct sigaction sa = { .sa_sigaction = count_rdtscp,
 				.sa_flags = SA_SIGINFO };
 	int none = -1, child = -1, above = -1, status;
+	int mnone = -1, mchild = -1, mabove = -1;
 	uint64_t hint, left, relined, bound;
 	struct timespec ts;
 	pid_t pid;
@@ -477,7 +580,8 @@ static void check_hint(struct process *p, struct synthetic *s)
 	s->hdr->disruptions = (1ULL << 32) + 5;
 	synthetic_write_end(s);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	hint = atomic_load(&pvread_tsc_first);
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGSEGV, &sa, NULL);
@@ -486,36 +590,51 @@ static void check_hint(struct process *p, struct synthetic *s)
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
-		int traps;
+		int traps, mtraps;
 
-		if (trapped_reads(1000, &traps))
+		if (trapped_reads(CLOCK_REALTIME, 1000, &traps))
 			_exit(255);
-		_exit(traps > 100 ? 100 : traps);
+		atomic_store(&pvread_tsc_first, hint);
+		if (trapped_reads(CLOCK_MONOTONIC, 1000, &mtraps))
+			_exit(255);
+		_exit((mtraps > 9 ? 9 : mtraps) * 10 + (traps > 9 ? 9 : traps));
 	}
 	waitpid(pid, &status, 0);
-	if (WIFEXITED(status) && WEXITSTATUS(status) != 255)
-		child = WEXITSTATUS(status);
-	if (trapped_reads(1000, &none))
+	if (WIFEXITED(status) && WEXITSTATUS(status) != 255) {
+		mchild = WEXITSTATUS(status) / 10;
+		child = WEXITSTATUS(status) % 10;
+	}
+	if (trapped_reads(CLOCK_REALTIME, 1000, &none))
 		none = -1;
 	left = atomic_load(&pvread_tsc_first);
+	/* Each clock's reads from the hint that names them both. */
+	atomic_store(&pvread_tsc_first, hint);
+	if (trapped_reads(CLOCK_MONOTONIC, 1000, &mnone))
+		mnone = -1;
 	/* Line mode again, a line reading, then the bound above the tolerance. */
 	set_mode(s, PVREAD_MODE_LINE);
 	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
 	relined = atomic_load(&pvread_tsc_first);
 	bound = set_bound(s, p->map.tolerance_ns + 1);
-	if (trapped_reads(1000, &above))
+	if (trapped_reads(CLOCK_REALTIME, 1000, &above))
 		above = -1;
+	atomic_store(&pvread_tsc_first, relined);
+	if (trapped_reads(CLOCK_MONOTONIC, 1000, &mabove))
+		mabove = -1;
 	set_bound(s, bound);
 	signal(SIGSEGV, SIG_DFL);
-	printf("# the hint: %#llx after line readings of CLOCK_MONOTONIC (fast_clocks %#x); rdtscp on the fast path in 1000 reads in mode none: %d in a child that has not checked its offsets, %d in its parent (the hint %#llx after them); the hint %#llx after a line reading again, and with the bound above the tolerance %d in 1000 reads\n",
+	printf("# the hint: %#llx after line readings of MONOTONIC and REALTIME (fast_clocks %#x); rdtscp on the fast path in 1000 reads of REALTIME, MONOTONIC in mode none: %d, %d in a child that has not checked its offsets, %d, %d in its parent (the hint %#llx after them); the hint %#llx after line readings again, and with the bound above the tolerance %d, %d in 1000 reads\n",
 	       (unsigned long long)hint, atomic_load(&p->fast_clocks), child,
-	       none, (unsigned long long)left, (unsigned long long)relined,
-	       above);
-	tap_result(clock_in((uint32_t)hint, CLOCK_MONOTONIC) &&
+	       mchild, none, mnone, (unsigned long long)left,
+	       (unsigned long long)relined, above, mabove);
+	tap_result(clock_in((uint32_t)hint, CLOCK_REALTIME) &&
+		   clock_in((uint32_t)hint, CLOCK_MONOTONIC) &&
 		   (hint & FAST_RDTSCP) &&
 		   hint >> 32 == 5 &&
 		   child == 1 && none == 1 && left == HINT_KERNEL &&
-		   clock_in((uint32_t)relined, CLOCK_MONOTONIC) && above == 1,
+		   mchild == 0 && mnone == 0 && mabove == 0 &&
+		   clock_in((uint32_t)relined, CLOCK_REALTIME) && above == 1,
 		   "%s", HINT_TEST);
 }
 
@@ -664,7 +783,7 @@ int main(void)
 	struct process *p;
 	uint32_t chose;
 
-	tap_plan(12);
+	tap_plan(14);
 	check_no_page_child();
 	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
 	    pvread_use_page(page.hdr, page.size) ||
@@ -691,6 +810,8 @@ int main(void)
 			   READS);
 	check_high_half(p, &page);
 	check_ids(p);
+	check_record_span(p, &page);
+	check_record_mode_seen(p, &page);
 	check_floor(p);
 	check_hint_state(p, &page);
 	check_hint(p, &page);

@@ -13,6 +13,15 @@
  *     is, the read falls back for "mode" on a page that never left line
  *     mode.
  *   - After its second load, the update ends: seq even again, mode line.
+ * The read is of CLOCK_REALTIME, which loads the header as every clock
+ * but MONOTONIC does.
+ *
+ * Then CLOCK_MONOTONIC, read from the process's line record (struct
+ * line_record, src/internal.h), whose only load of the header is its seq,
+ * before the counter and again after it: after the first, an update
+ * completes (seq + 2) and moves the line a second ahead.  Only the seq
+ * read again says the record is the old line's: trusted, the read
+ * returns a time a second behind the kernel's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,17 +41,25 @@
 
 #include <linux/pvread.h>
 
+#include "internal.h"
 #include "pvread.h"
 #include "synthetic.h"
 #include "tap.h"
 
 #define TEST "a read meeting an update between its loads of the header: retried, not a fallback for mode"
+#define TEST_RECORD "a MONOTONIC read from the line record meeting an update between its loads of the seq: the new line's"
 
 /* What the reader's stats say, in memory shared with its parent. */
 struct outcome {
 	uint64_t mode_fallbacks;
 	uint64_t retries;
+	int record;		/* the record named the page's seq before */
+	int64_t ns;		/* the MONOTONIC read's */
 };
+
+/* Which read the reader makes while watched. */
+enum { READ_MODE, READ_RECORD };
+static int kind;
 
 static struct synthetic page;
 /* Loaded once by the reader, watched first: do watchpoints fire here? */
@@ -75,10 +92,20 @@ static int reader(struct outcome *o)
 	raise(SIGSTOP);
 	/* The watchpoint's own check: one load of the canary it watches. */
 	i = (int)canary;
+	if (kind == READ_RECORD) {
+		/* Its first read made the record; this one reads it. */
+		struct process *p = atomic_load(&pvread_process);
+
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+		o->record = p && p->map.hdr &&
+			    atomic_load(&p->line.key) == p->map.hdr->seq;
+	}
 	raise(SIGSTOP);
 	pvread_get_stats(&a);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(kind == READ_RECORD ? CLOCK_MONOTONIC :
+			     CLOCK_REALTIME, &ts);
 	pvread_get_stats(&b);
+	o->ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 	o->mode_fallbacks = b.slow_by_reason[PVREAD_SLOW_MODE] -
 			    a.slow_by_reason[PVREAD_SLOW_MODE];
 	o->retries = b.retries - a.retries;
@@ -169,15 +196,107 @@ static int watch(pid_t pid, volatile void *addr)
 	return WATCH_LOST;
 }
 
-int main(void)
+/*
+ * One watched read of @which: the reader forked, its loads of seq
+ * stopped, and the update of @which made between them.  0 where the
+ * reader ran to its end (its outcome in *@o, its loads of seq in *@hits,
+ * its wait status in *@status); else the TAP line is written (a SKIP, or
+ * a setup that failed): 1 for a skip, -1 for a failure.
+ */
+static int watched_read(int which, const char *test, struct outcome *o,
+			int *hits, int *status)
 {
-	struct outcome *o;
-	int status, hits = 0;
-	uint32_t seq;
+	const uint32_t seq = page.hdr->seq;
+	const struct pvread_clock_base *mono =
+		&page.hdr->line.base[CLOCK_MONOTONIC];
 	pid_t pid;
 
+	memset(o, 0, sizeof(*o));
+	*hits = 0;
+	kind = which;
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(reader(o));
+	if (pid > 0 && waitpid(pid, status, 0) == pid && WIFEXITED(*status) &&
+	    WEXITSTATUS(*status) == 2) {
+		tap_result(1, "%s # SKIP ptrace(PTRACE_TRACEME) not permitted here",
+			   test);
+		return 1;
+	}
+	if (pid < 0 || !WIFSTOPPED(*status)) {
+		tap_result(0, "setup: the reader did not stop");
+		return -1;
+	}
+	/*
+	 * DR0: the canary's 4 bytes, then the seq's, on reads and writes (RW
+	 * 11, LEN 11).  A hypervisor may ignore the guest's debug registers:
+	 * the canary's load, which comes first, tells.
+	 */
+	switch (watch(pid, &canary)) {
+	case WATCH_UNSET:
+		tap_result(1, "%s # SKIP no hardware watchpoint here", test);
+		return 1;
+	case WATCH_SILENT:
+		tap_result(1, "%s # SKIP a hardware watchpoint set here does not fire",
+			   test);
+		return 1;
+	case WATCH_LOST:
+		tap_result(0, "setup: the reader did not stop after the canary");
+		return -1;
+	}
+	if (watch(pid, &page.hdr->seq) == WATCH_UNSET) {
+		tap_result(0, "setup: the watchpoint could not be moved to the seq");
+		return -1;
+	}
+	for (;;) {
+		if (ptrace(PTRACE_CONT, pid, NULL, NULL) ||
+		    waitpid(pid, status, 0) != pid)
+			break;
+		if (!WIFSTOPPED(*status))
+			break;
+		if (WSTOPSIG(*status) != SIGTRAP)
+			continue;
+		/* Where each load was, if this test ever fails somewhere. */
+		if (getenv("MID_UPDATE_DEBUG")) {
+			struct user_regs_struct r;
+
+			ptrace(PTRACE_GETREGS, pid, NULL, &r);
+			errno = 0;
+			printf("# trap %d at %llx, dr6 %lx, word %lx\n", *hits + 1,
+			       (unsigned long long)r.rip,
+			       ptrace(PTRACE_PEEKUSER, pid, (void *)offsetof(struct user, u_debugreg[6]), NULL),
+			       ptrace(PTRACE_PEEKDATA, pid, (void *)&page.hdr->seq, NULL));
+		}
+		++*hits;
+		if (which == READ_RECORD) {
+			/* After its first load: a whole update, the line 1 s on. */
+			if (*hits == 1) {
+				poke_u32(pid, (void *)&mono->sec,
+					 (uint32_t)mono->sec + 1);
+				poke_u32(pid, (void *)&page.hdr->seq, seq + 2);
+			}
+		} else if (*hits == 1) {
+			/* The reader loaded seq: the update begins, then ends. */
+			poke_u32(pid, (void *)&page.hdr->seq, seq + 1);
+			poke_u32(pid, (void *)&page.hdr->mode, PVREAD_MODE_NONE);
+		} else if (*hits == 2) {
+			poke_u32(pid, (void *)&page.hdr->mode, PVREAD_MODE_LINE);
+			poke_u32(pid, (void *)&page.hdr->seq, seq + 2);
+		}
+	}
+	return 0;
+}
+
+int main(void)
+{
+	const struct pvread_clock_base *mono;
+	struct outcome *o;
+	int status, hits, ret;
+	int64_t moved;
+
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	tap_plan(1);
+	tap_plan(2);
 	o = mmap(NULL, sizeof(*o), PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (o == MAP_FAILED || synthetic_init(&page, PVREAD_MODE_LINE) ||
@@ -194,74 +313,34 @@ int main(void)
 		/* The first read, and its floor: before the watchpoint. */
 		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	}
-	seq = page.hdr->seq;
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0)
-		_exit(reader(o));
-	if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-	    WEXITSTATUS(status) == 2) {
-		tap_result(1, "%s # SKIP ptrace(PTRACE_TRACEME) not permitted here",
-			   TEST);
+	ret = watched_read(READ_MODE, TEST, o, &hits, &status);
+	if (ret < 0)
 		return tap_exit();
+	if (ret == 0) {
+		printf("# the reader: %d loads of seq, %llu retries, %llu fallbacks for \"mode\" (exit %d)\n",
+		       hits, (unsigned long long)o->retries,
+		       (unsigned long long)o->mode_fallbacks,
+		       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		tap_result(WIFEXITED(status) && !WEXITSTATUS(status) &&
+			   hits >= 2 && o->retries >= 1 && !o->mode_fallbacks,
+			   "%s", TEST);
 	}
-	if (pid < 0 || !WIFSTOPPED(status)) {
-		tap_result(0, "setup: the reader did not stop");
+	ret = watched_read(READ_RECORD, TEST_RECORD, o, &hits, &status);
+	if (ret < 0)
 		return tap_exit();
+	if (ret == 0) {
+		/* The moved line's base, which any reading of it is past. */
+		mono = &page.hdr->line.base[CLOCK_MONOTONIC];
+		moved = (mono->sec + 1) * 1000000000 +
+			(int64_t)(mono->snsec >> 32);
+		printf("# the reader: the record %s the page's seq before; %d loads of seq; its reading %lld ns, the moved line's base %lld (%+lld) (exit %d)\n",
+		       o->record ? "named" : "did not name", hits,
+		       (long long)o->ns, (long long)moved,
+		       (long long)(o->ns - moved),
+		       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		tap_result(WIFEXITED(status) && !WEXITSTATUS(status) &&
+			   o->record && hits >= 2 && o->ns >= moved,
+			   "%s", TEST_RECORD);
 	}
-	/*
-	 * DR0: the canary's 4 bytes, then the seq's, on reads and writes (RW
-	 * 11, LEN 11).  A hypervisor may ignore the guest's debug registers:
-	 * the canary's load, which comes first, tells.
-	 */
-	switch (watch(pid, &canary)) {
-	case WATCH_UNSET:
-		tap_result(1, "%s # SKIP no hardware watchpoint here", TEST);
-		return tap_exit();
-	case WATCH_SILENT:
-		tap_result(1, "%s # SKIP a hardware watchpoint set here does not fire", TEST);
-		return tap_exit();
-	case WATCH_LOST:
-		tap_result(0, "setup: the reader did not stop after the canary");
-		return tap_exit();
-	}
-	if (watch(pid, &page.hdr->seq) == WATCH_UNSET) {
-		tap_result(0, "setup: the watchpoint could not be moved to the seq");
-		return tap_exit();
-	}
-	for (;;) {
-		if (ptrace(PTRACE_CONT, pid, NULL, NULL) ||
-		    waitpid(pid, &status, 0) != pid)
-			break;
-		if (!WIFSTOPPED(status))
-			break;
-		if (WSTOPSIG(status) != SIGTRAP)
-			continue;
-		/* The reader loaded seq: the update begins, then ends. */
-		/* Where each load was, if this test ever fails somewhere. */
-		if (getenv("MID_UPDATE_DEBUG")) {
-			struct user_regs_struct r;
-
-			ptrace(PTRACE_GETREGS, pid, NULL, &r);
-			errno = 0;
-			printf("# trap %d at %llx, dr6 %lx, word %lx\n", hits + 1,
-			       (unsigned long long)r.rip,
-			       ptrace(PTRACE_PEEKUSER, pid, (void *)offsetof(struct user, u_debugreg[6]), NULL),
-			       ptrace(PTRACE_PEEKDATA, pid, (void *)&page.hdr->seq, NULL));
-		}
-		if (++hits == 1) {
-			poke_u32(pid, (void *)&page.hdr->seq, seq + 1);
-			poke_u32(pid, (void *)&page.hdr->mode, PVREAD_MODE_NONE);
-		} else if (hits == 2) {
-			poke_u32(pid, (void *)&page.hdr->mode, PVREAD_MODE_LINE);
-			poke_u32(pid, (void *)&page.hdr->seq, seq + 2);
-		}
-	}
-	printf("# the reader: %d loads of seq, %llu retries, %llu fallbacks for \"mode\" (exit %d)\n",
-	       hits, (unsigned long long)o->retries,
-	       (unsigned long long)o->mode_fallbacks,
-	       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-	tap_result(WIFEXITED(status) && !WEXITSTATUS(status) && hits >= 2 &&
-		   o->retries >= 1 && !o->mode_fallbacks, "%s", TEST);
 	return tap_exit();
 }

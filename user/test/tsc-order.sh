@@ -12,17 +12,18 @@
 #   - every rdtsc in it has lfence as the instruction right before it, in
 #     the same function, and no direct jump or call lands on the rdtsc
 #     (which would skip the lfence);
-#   - each function pvread_clock_gettime() sends a read to that reads the
-#     TSC (src/read.c: the page's attempt, the two TSC-first ones) holds
-#     both reads the read path chooses from at run time (src/internal.h's
-#     tsc_read()): rdtscp, and lfence; rdtsc.
+#   - each function of the fast path that reads the TSC (src/read.c: the
+#     page's attempt, the TSC-first one, and the two entries, into which
+#     CLOCK_MONOTONIC's line record read is inlined) holds both reads the
+#     read path chooses from at run time (src/internal.h's tsc_read()):
+#     rdtscp, and lfence; rdtsc.
 # One "ok"/"not ok" line per LIB (a finding on it, more below it as
 # comments), then "# all passed" or "# FAILED".
 set -euo pipefail
 
 # The functions that must hold both ordered reads: the fast path's
 # (static: a compiler's clone, "read_page.isra.0", counts as its own).
-fast_path="read_page read_monotonic_tsc_first read_clock_tsc_first"
+fast_path="read_page read_clock_tsc_first pvread_clock_gettime pvread_ns"
 objdump=${OBJDUMP:-objdump}
 failed=0
 
