@@ -226,8 +226,9 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
  * writer stored reads the page's seq after it: that writer saw the page
  * at its own seq after taking the key from S's, so no older than S, and
  * the reader finds S only where the writer's seq is S, whose fields it
- * wrote alike.  (A wrap of the 32-bit seq, 2^30 updates with no read in
- * between, is pvread_line_checked's risk below, no more.)
+ * wrote alike.  A wrap of the 32-bit seq (2^30 updates with no record
+ * made in between: pvread_line_checked's risk below) finds a record whose
+ * own anchor is days behind the TSC, past any span: never read.
  */
 struct line_record {
 	_Atomic uint64_t key;
@@ -520,7 +521,9 @@ PVREAD_HIDDEN extern _Atomic uint64_t pvread_tsc_first;
  * checks, a dozen instructions, which count where the counter read holds
  * back what follows it (Intel's rdtscp and rdtsc).  Still checked on every
  * read: the mode, the bound against the tolerance, the disruptions, the
- * span, the seq again after the loads, the floors.
+ * span, the seq again after the loads, the floors.  (CLOCK_MONOTONIC's
+ * line record, struct line_record above, made by the same check, leaves
+ * out all but the span, the seq and the floor.)
  *
  * The seq is 32 bits, and the module writes the header twice per
  * timekeeping update: a word can meet the page at its seq again 2^30

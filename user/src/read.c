@@ -4,9 +4,11 @@
  * and the arithmetic; every step that cannot vouch for its answer returns
  * false and the caller asks the kernel instead (kernel.c, through
  * order.c's pvread_slow_clock_gettime()).  One attempt at the page
- * (try_read()), the fast entry pvread_clock_gettime() with everything it
- * inlines here, and its slow path: the first call's mapping (mapping.c),
- * the retries, the floors and the hold at the line (order.c).
+ * (try_read()), CLOCK_MONOTONIC's line record (check_line() makes it once
+ * per update, lean_monotonic() reads it), the fast entries
+ * pvread_clock_gettime() and pvread_ns() with everything they inline here,
+ * and the slow path: the first call's mapping (mapping.c), the retries,
+ * the floors and the hold at the line (order.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -945,8 +947,9 @@ static __attribute__((noinline)) int read_clock_kernel_first(struct process *p,
  * this process's floor, as stands() tests it.  True with the reading in
  * *@out, its nanoseconds perhaps a second or more (the caller normalises
  * a timespec); false, with nothing read that counts, where anything else
- * may apply: the full read follows.  Its caller's hint names the clock: a
- * line reading made the mapping, whose header a child inherits.
+ * may apply: the full read follows.  A process's state without a mapping
+ * (a first read, or a child of a fork() made while its parent mapped) has
+ * no header yet, and a zeroed record.
  */
 static ALWAYS_INLINE bool lean_monotonic(struct process *p,
 					 struct reading *out)
@@ -995,11 +998,11 @@ static ALWAYS_INLINE bool lean_monotonic(struct process *p,
 /*
  * The read, shaped as the vDSO's do_hres(): one attempt at the page, and
  * one exit to everything else.  No write but *@ts unless the reading does
- * not stand as it is.  The hint says which attempt: the TSC first where
- * the line answered this clock last (CLOCK_MONOTONIC, the one benchmarks
- * and runtimes read most, with its id a constant), the kernel first where
- * it answered the last read; else the page's.  Each a tail call, so that
- * none waits for another's prologue.
+ * not stand as it is.  The hint says which attempt, where the line
+ * answered this clock last: CLOCK_MONOTONIC (the one benchmarks and
+ * runtimes read most) from its line record, inline, the others TSC first;
+ * the kernel first where it answered the last read; else the page's.
+ * Each a tail call, so that none waits for another's prologue.
  */
 int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 {
@@ -1128,11 +1131,10 @@ static __attribute__((noinline)) uint64_t ns_by_hint(struct process *p,
 
 /*
  * The reading pvread_clock_gettime() would store, as one count of ns: the
- * same attempt at the page where the hint names the clock, TSC first
- * (CLOCK_MONOTONIC's id a constant, its attempt inline), the sum instead
- * of the two stores; anything else through ns_by_timespec(), a tail call,
- * so that the attempt keeps nothing across a call.  0, errno set, where
- * that fails.
+ * same attempt where the hint names the clock (CLOCK_MONOTONIC's line
+ * record inline, and no normalising: the sum is the same), the sum
+ * instead of the two stores; anything else by a tail call, so that the
+ * read keeps nothing across a call.  0, errno set, where that fails.
  */
 uint64_t pvread_ns(clockid_t clock)
 {

@@ -336,6 +336,40 @@ static void check_record_span(struct process *p, struct synthetic *s)
 }
 
 /*
+ * No line record at a bound above the tolerance, where the page is checked
+ * by a read that took the TSC first (REALTIME's, the hint naming it): the
+ * next MONOTONIC read is the kernel's too, for "bound".
+ */
+static void check_record_bound(struct process *p, struct synthetic *s)
+{
+	struct pvread_stats st0, st1;
+	struct timespec ts;
+	uint64_t bound;
+	bool named;
+
+	force(p, true);
+	stop_ticker(s);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
+	bound = set_bound(s, p->map.tolerance_ns + 1);
+	pvread_get_stats(&st0);
+	pvread_clock_gettime(CLOCK_REALTIME, &ts);
+	named = record_names_page(p);
+	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_get_stats(&st1);
+	set_bound(s, bound);
+	synthetic_start(s, 4000);
+	printf("# the bound above the tolerance: after a REALTIME read the record %s the page; REALTIME, MONOTONIC: %llu the kernel's for \"bound\"\n",
+	       named ? "named" : "did not name",
+	       (unsigned long long)(st1.slow_by_reason[PVREAD_SLOW_BOUND] -
+				    st0.slow_by_reason[PVREAD_SLOW_BOUND]));
+	tap_result(!named &&
+		   st1.slow_by_reason[PVREAD_SLOW_BOUND] -
+		   st0.slow_by_reason[PVREAD_SLOW_BOUND] == 2,
+		   "the line record: none where the bound is above the tolerance, whichever read checked the page");
+}
+
+/*
  * The line record where this process's floor holds every reading it
  * returned (mode_seen FLOOR, as a fallback leaves it): the next reading
  * of the line is the slow path's, which notes it (LINE), so that a
@@ -783,7 +817,7 @@ int main(void)
 	struct process *p;
 	uint32_t chose;
 
-	tap_plan(14);
+	tap_plan(15);
 	check_no_page_child();
 	if (synthetic_init(&page, PVREAD_MODE_LINE) ||
 	    pvread_use_page(page.hdr, page.size) ||
@@ -811,6 +845,7 @@ int main(void)
 	check_high_half(p, &page);
 	check_ids(p);
 	check_record_span(p, &page);
+	check_record_bound(p, &page);
 	check_record_mode_seen(p, &page);
 	check_floor(p);
 	check_hint_state(p, &page);

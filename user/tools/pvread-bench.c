@@ -11,6 +11,10 @@
  *   pvread-bench [-t MS] [-r REPS] [-n RUNS] [-j THREADS] [-s line|none]
  *   pvread-bench -l N -v libc|pvread|syscall
  *
+ * The row "counter, then the line's sum": the ordered counter as the
+ * library reads it, and the arithmetic every line read does after it (no
+ * load, no check), the floor under any read of the line on this host.
+ *
  * -s line reads a synthetic page built in memory (no module needed) in
  * line mode, the one fast mode of the page since its ABI version 3, kept
  * current by a thread ticking every 4 ms like the kernel's timekeeper;
