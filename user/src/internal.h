@@ -199,41 +199,47 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
  * each one counts (lean_monotonic(), read.c).
  *
  * key: the page's seq the record was made at (32 bits, even), which a
- * read compares with the seq it loads first and again after its loads;
- * else RECORD_BUSY (above 32 bits) while one thread writes the rest.  A
- * process adopts one page (pvread_use_page() refuses another): its record
- * is zeroed until then, as a child's is, with key 0, which can meet a
- * page at seq 0, but a window of 0 that no delta is under: never read.
+ * read loads first (acquire: every field after it), compares with the
+ * header's seq, and that seq again after its other loads; else
+ * RECORD_BUSY (above 32 bits) while one thread writes the rest.  A
+ * zeroed record (a process's until its first check, a child's) names no
+ * header: never read.
  *
- * The rest are the page's, at that seq: the anchor (stamp), the rate
- * (mul << shift) and the offset that reads the line at the TSC itself
- * (arith.h's pvread_line_offset()), the base's seconds, and the ticks
- * past the anchor from which the line is at or above MONOTONIC_COARSE
- * (pass) up to its span (pass + window - 1): a delta outside them, the
- * hold or a line past its span, is the full read's.  rdtscp: FAST_RDTSCP
- * as map.tsc_read says.  Made only in line mode, with the bound within
- * map.tolerance_ns, every check of check_line() passed, MONOTONIC in
- * fast_clocks and not shifted by a time namespace: everything else about
- * the process that a read checks is the floor, which it still checks.
+ * The rest are the page's, at that seq: the header (the process's one
+ * page: pvread_use_page() refuses another), the rate (mul << shift) and
+ * the offset that reads the line at the TSC itself (arith.h's
+ * pvread_line_offset()), the base's seconds, and the TSC from which the
+ * line is at or above MONOTONIC_COARSE (start: the anchor plus check_line()'s
+ * pass point) with the ticks from there to the end of its span (window):
+ * a TSC outside them, the hold or a line past its span, is the full
+ * read's.  A time namespace's offset is in the seconds and the offset
+ * (where the line still fits 64 bits with it).  rdtscp: FAST_RDTSCP as
+ * fast_clocks says.  Made only in line mode, with the bound within
+ * map.tolerance_ns, every check of check_line() passed, and MONOTONIC in
+ * fast_clocks (its offset known): everything else about the process that
+ * a read checks is the floor, which it still checks.
  *
- * Written by any thread whose read found the page at a seq the key does
- * not name: it loads the key, checks the page, compares-and-swaps the key
- * it loaded, unless RECORD_BUSY, for RECORD_BUSY (a loser, or one that
- * found it busy, leaves it: another thread writes),
- * makes sure the page is still at its seq (else puts the key back and
- * leaves), stores the rest relaxed and then the key, release.  A reader
- * that loaded a key naming seq S (acquire) and then any field another
- * writer stored reads the page's seq after it: that writer saw the page
- * at its own seq after taking the key from S's, so no older than S, and
- * the reader finds S only where the writer's seq is S, whose fields it
- * wrote alike.  A wrap of the 32-bit seq (2^30 updates with no record
- * made in between: pvread_line_checked's risk below) finds a record whose
- * own anchor is days behind the TSC, past any span: never read.
+ * Written by any thread whose read found the page at a seq this copy had
+ * not checked: it loads the key, checks the page, compares-and-swaps the
+ * key it loaded, unless RECORD_BUSY, for RECORD_BUSY (a loser, or one
+ * that found it busy, leaves it: another thread writes), makes sure the
+ * page is still at its seq (else puts the key back, release, and leaves),
+ * then a release fence, the rest relaxed, and the key, release.  A reader
+ * that loaded a key naming seq S and then any field another writer stored
+ * reads the page's seq after it: that writer saw the page at its own seq
+ * after taking the key from S's, so no older than S, and (the fence) the
+ * reader's seq is no older than that; it finds S only where the writer's
+ * seq is S, whose fields it wrote alike.  A writer that never finishes (a
+ * signal handler's longjmp() out of a read, a _Fork() child of one)
+ * leaves RECORD_BUSY: no record after it, every MONOTONIC read the full
+ * one.  A wrap of the 32-bit seq (2^30 updates with no record made in
+ * between: pvread_line_checked's risk below) finds a record whose own
+ * anchor is days behind the TSC, past any span: never read.
  */
 struct line_record {
 	_Atomic uint64_t key;
-	_Atomic uint64_t stamp;
-	_Atomic uint64_t pass;
+	_Atomic(const struct pvread_header *) hdr;
+	_Atomic uint64_t start;
 	_Atomic uint64_t window;
 	_Atomic uint64_t rate;
 	_Atomic uint64_t offset;

@@ -168,6 +168,7 @@ static void make_line_record(struct process *p,
 			     uint64_t pass, uint64_t span)
 {
 	struct line_record *r = &p->line;
+	/* Acquire: map.ns is written before it (struct mapping). */
 	const uint32_t fast = atomic_load_explicit(&p->fast_clocks,
 						   memory_order_acquire);
 	uint64_t key = atomic_load_explicit(&r->key, memory_order_relaxed);
@@ -179,23 +180,42 @@ static void make_line_record(struct process *p,
 
 	if (key == seq || key == RECORD_BUSY ||
 	    !clock_in(fast, CLOCK_MONOTONIC) ||
-	    (timens_shifts(CLOCK_MONOTONIC) && p->map.ns.shifted) ||
 	    LOAD(h->error_bound_ns) > p->map.tolerance_ns || pass > span)
 		return;
 	stamp = LOAD(l->tsc_timestamp);
 	line_rate(l, CLOCK_MONOTONIC, &mul, &shift);
 	snsec = LOAD(l->base[CLOCK_MONOTONIC].snsec);
 	sec = LOAD(l->base[CLOCK_MONOTONIC].sec);
+	/*
+	 * A time namespace's offset in the line itself: its seconds in the
+	 * base's, its nanoseconds in the base's fraction, where the line
+	 * still fits 64 bits at its span with them (within a second of what
+	 * check_line() found it fits: else no record).
+	 */
+	if (timens_shifts(CLOCK_MONOTONIC) && p->map.ns.shifted) {
+		sec += p->map.ns.sec[CLOCK_MONOTONIC];
+		/* Below 2^64: both terms are under 10^9 << 32. */
+		snsec += (uint64_t)p->map.ns.nsec[CLOCK_MONOTONIC] << 32;
+		if (!pvread_line_fits(span, mul, shift, snsec))
+			return;
+	}
 	RMB();
 	if (LOAD(h->seq) != seq ||
 	    !atomic_compare_exchange_strong(&r->key, &key, RECORD_BUSY))
 		return;
 	if (LOAD(h->seq) != seq) {
-		atomic_store_explicit(&r->key, key, memory_order_relaxed);
+		/* Release: as the store that made @key, for its readers. */
+		atomic_store_explicit(&r->key, key, memory_order_release);
 		return;
 	}
-	atomic_store_explicit(&r->stamp, stamp, memory_order_relaxed);
-	atomic_store_explicit(&r->pass, pass, memory_order_relaxed);
+	/*
+	 * The seq above before any field below, for a reader that sees a
+	 * field and then loads the seq (internal.h; x86 keeps stores after
+	 * loads anyway).
+	 */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&r->hdr, h, memory_order_relaxed);
+	atomic_store_explicit(&r->start, stamp + pass, memory_order_relaxed);
 	atomic_store_explicit(&r->window, span - pass + 1,
 			      memory_order_relaxed);
 	atomic_store_explicit(&r->rate, (uint64_t)mul << shift,
@@ -721,8 +741,9 @@ static __attribute__((noinline, cold)) void hint_tsc_first(struct process *p,
 							  uint32_t fast,
 							  bool line)
 {
-	uint64_t hint = atomic_load_explicit(&pvread_tsc_first,
-					     memory_order_relaxed);
+	const uint64_t old = atomic_load_explicit(&pvread_tsc_first,
+						  memory_order_relaxed);
+	uint64_t hint = old;
 
 	if (line)
 		hint = (uint64_t)(uint32_t)LOAD(p->map.hdr->disruptions) << 32 |
@@ -730,7 +751,10 @@ static __attribute__((noinline, cold)) void hint_tsc_first(struct process *p,
 		       BIT_OF(clock) | (fast & FAST_RDTSCP);
 	else
 		hint &= ~(uint64_t)BIT_OF(clock);
-	atomic_store_explicit(&pvread_tsc_first, hint, memory_order_relaxed);
+	/* Only where it changes: every reader loads its cache line. */
+	if (hint != old)
+		atomic_store_explicit(&pvread_tsc_first, hint,
+				      memory_order_relaxed);
 }
 
 /*
@@ -947,15 +971,18 @@ static __attribute__((noinline)) int read_clock_kernel_first(struct process *p,
  * this process's floor, as stands() tests it.  True with the reading in
  * *@out, its nanoseconds perhaps a second or more (the caller normalises
  * a timespec); false, with nothing read that counts, where anything else
- * may apply: the full read follows.  A process's state without a mapping
- * (a first read, or a child of a fork() made while its parent mapped) has
- * no header yet, and a zeroed record.
+ * may apply: the full read follows.  The header is the record's own (a
+ * zeroed record, a process's until its first check or a child's, names
+ * none): its key, loaded with acquire, vouches for every field.
  */
 static ALWAYS_INLINE bool lean_monotonic(struct process *p,
 					 struct reading *out)
 {
-	const struct pvread_header *h = p->map.hdr;
 	const struct line_record *r = &p->line;
+	const uint64_t key = atomic_load_explicit(&r->key,
+						  memory_order_acquire);
+	const struct pvread_header *h =
+		atomic_load_explicit(&r->hdr, memory_order_relaxed);
 	struct tsc_halves th;
 	uint64_t t, d;
 	struct reading v;
@@ -965,15 +992,13 @@ static ALWAYS_INLINE bool lean_monotonic(struct process *p,
 	if (unlikely(!h))
 		return false;
 	seq = LOAD(h->seq);
-	if (unlikely(atomic_load_explicit(&r->key, memory_order_acquire) !=
-		     seq))
+	if (unlikely(key != seq))
 		return false;
 	th = tsc_read((uint32_t)atomic_load_explicit(&r->rdtscp,
 						     memory_order_relaxed));
 	t = th.hi << 32 | th.lo;
 	/* Unsigned: a delta below the pass point (the hold) wraps too. */
-	d = t - atomic_load_explicit(&r->stamp, memory_order_relaxed) -
-	    atomic_load_explicit(&r->pass, memory_order_relaxed);
+	d = t - atomic_load_explicit(&r->start, memory_order_relaxed);
 	if (unlikely(d >= atomic_load_explicit(&r->window,
 					       memory_order_relaxed)))
 		return false;

@@ -1059,7 +1059,8 @@ static uint64_t tsc_now(void)
  * coarse value by every read whose TSC bracket ends before the line's
  * first tick at or above it, the line's value, within the bracket, by
  * every read whose bracket starts there or later; never below the coarse
- * value, never back, and never the kernel's.
+ * value, never back, and never the kernel's.  Read until 2000 readings of
+ * the line, or 100 ms past the crossing (a busy host's preemption).
  */
 static int line_passes_coarse(void)
 {
@@ -1110,7 +1111,7 @@ static int line_passes_coarse(void)
 			on += t0 >= cross;
 			prev[c] = v;
 		}
-	} while (t0 < cross + page.tsc_hz / 1000);
+	} while (on < 2000 && t0 < cross + page.tsc_hz / 10);
 	pvread_get_stats(&st1);
 	printf("# %llu reads: %llu held before the line passed the coarse clocks, %llu on the line after, %ld wrong, %llu the kernel's\n",
 	       (unsigned long long)n, (unsigned long long)held,
