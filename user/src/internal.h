@@ -213,8 +213,9 @@ _Static_assert(sizeof(struct floor) == 64, "one cache line per floor");
  * pass point) with the ticks from there to the end of its span (window):
  * a TSC outside them, the hold or a line past its span, is the full
  * read's.  A time namespace's offset is in the seconds and the offset
- * (where the line still fits 64 bits with it).  rdtscp: FAST_RDTSCP as
- * fast_clocks says.  Made only in line mode, with the bound within
+ * (where the line still fits 64 bits with it).  resumes: the low 32 bits
+ * of the page's disruptions, for a read that took its TSC before any of
+ * this (the hint's, pvread_tsc_first).  Made only in line mode, with the bound within
  * map.tolerance_ns, every check of check_line() passed, and MONOTONIC in
  * fast_clocks (its offset known): everything else about the process that
  * a read checks is the floor, which it still checks.
@@ -244,7 +245,7 @@ struct line_record {
 	_Atomic uint64_t rate;
 	_Atomic uint64_t offset;
 	_Atomic int64_t sec;
-	_Atomic uint64_t rdtscp;
+	_Atomic uint32_t resumes;
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct line_record) == 64, "one cache line");
 #define RECORD_BUSY ((uint64_t)1 << 63)

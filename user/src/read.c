@@ -174,7 +174,7 @@ static void make_line_record(struct process *p,
 	uint64_t key = atomic_load_explicit(&r->key, memory_order_relaxed);
 	const struct pvread_line *l = &h->line;
 	uint64_t stamp, snsec;
-	uint32_t mul;
+	uint32_t mul, resumes;
 	uint8_t shift;
 	int64_t sec;
 
@@ -186,6 +186,7 @@ static void make_line_record(struct process *p,
 	line_rate(l, CLOCK_MONOTONIC, &mul, &shift);
 	snsec = LOAD(l->base[CLOCK_MONOTONIC].snsec);
 	sec = LOAD(l->base[CLOCK_MONOTONIC].sec);
+	resumes = (uint32_t)LOAD(h->disruptions);
 	/*
 	 * A time namespace's offset in the line itself: its seconds in the
 	 * base's, its nanoseconds in the base's fraction, where the line
@@ -224,8 +225,7 @@ static void make_line_record(struct process *p,
 			      pvread_line_offset(stamp, mul, shift, snsec),
 			      memory_order_relaxed);
 	atomic_store_explicit(&r->sec, sec, memory_order_relaxed);
-	atomic_store_explicit(&r->rdtscp, fast & FAST_RDTSCP,
-			      memory_order_relaxed);
+	atomic_store_explicit(&r->resumes, resumes, memory_order_relaxed);
 	atomic_store_explicit(&r->key, seq, memory_order_release);
 }
 
@@ -886,10 +886,14 @@ static __attribute__((noinline)) int read_page(struct process *p,
 	r = try_read(p, fast, clock, &v, false, false, NO_TSC, 0,
 		     line_checked(), false);
 	if (unlikely(r != READ_OK)) {
-		if (r != READ_NO_MODE)
-			return gettime_again(p, clock, ts, r);
-		hint_kernel(true);
-		return kernel_answer(p, clock, ts, PVREAD_SLOW_MODE);
+		if (r == READ_NO_MODE) {
+			hint_kernel(true);
+			return kernel_answer(p, clock, ts, PVREAD_SLOW_MODE);
+		}
+		/* No TSC first for a clock the kernel answers: a TSC for nothing. */
+		if (r >= READ_NO)
+			hint_tsc_first(p, clock, fast, false);
+		return gettime_again(p, clock, ts, r);
 	}
 	if (clock_in(CLOCKS_FINE, clock))
 		hint_tsc_first(p, clock, fast, true);
@@ -965,25 +969,30 @@ static __attribute__((noinline)) int read_clock_kernel_first(struct process *p,
 
 /*
  * CLOCK_MONOTONIC from the process's line record (struct line_record,
- * internal.h) where it names the page's seq, as the vDSO reads: the seq,
- * the counter (its order after the seq's load is all the ordering across
- * CPUs and processes needs, as the vDSO's), the line, the seq again; then
- * this process's floor, as stands() tests it.  True with the reading in
- * *@out, its nanoseconds perhaps a second or more (the caller normalises
- * a timespec); false, with nothing read that counts, where anything else
- * may apply: the full read follows.  The header is the record's own (a
- * zeroed record, a process's until its first check or a child's, names
- * none): its key, loaded with acquire, vouches for every field.
+ * internal.h) where it names the page's seq: the TSC first, as @hint says
+ * to read it (its loads then run while the counter is read), the record,
+ * the seq, the line, the seq again; then this process's floor, as
+ * stands() tests it.  A TSC read before the seq is a time within the call,
+ * but may be before the record's start (an update since: the full read)
+ * or another host's, before a resume: the record names the page's count
+ * of them, and @hint the one before its TSC (pvread_tsc_first).  True
+ * with the reading in *@out, its nanoseconds perhaps a second or more
+ * (the caller normalises a timespec); false, with nothing read that
+ * counts, where anything else may apply: the full read follows.  The
+ * header is the record's own (a zeroed record, a process's until its first
+ * check or a child's, names none): its key, loaded with acquire, vouches
+ * for every field.
  */
 static ALWAYS_INLINE bool lean_monotonic(struct process *p,
+					 const uint64_t hint,
 					 struct reading *out)
 {
+	const struct tsc_halves th = tsc_read((uint32_t)hint);
 	const struct line_record *r = &p->line;
 	const uint64_t key = atomic_load_explicit(&r->key,
 						  memory_order_acquire);
 	const struct pvread_header *h =
 		atomic_load_explicit(&r->hdr, memory_order_relaxed);
-	struct tsc_halves th;
 	uint64_t t, d;
 	struct reading v;
 	int64_t floor;
@@ -992,12 +1001,12 @@ static ALWAYS_INLINE bool lean_monotonic(struct process *p,
 	if (unlikely(!h))
 		return false;
 	seq = LOAD(h->seq);
-	if (unlikely(key != seq))
+	if (unlikely(key != seq) ||
+	    unlikely((uint32_t)(hint >> 32) !=
+		     atomic_load_explicit(&r->resumes, memory_order_relaxed)))
 		return false;
-	th = tsc_read((uint32_t)atomic_load_explicit(&r->rdtscp,
-						     memory_order_relaxed));
 	t = th.hi << 32 | th.lo;
-	/* Unsigned: a delta below the pass point (the hold) wraps too. */
+	/* Unsigned: a TSC below the start (the hold, an update) wraps too. */
 	d = t - atomic_load_explicit(&r->start, memory_order_relaxed);
 	if (unlikely(d >= atomic_load_explicit(&r->window,
 					       memory_order_relaxed)))
@@ -1024,8 +1033,9 @@ static ALWAYS_INLINE bool lean_monotonic(struct process *p,
  * The read, shaped as the vDSO's do_hres(): one attempt at the page, and
  * one exit to everything else.  No write but *@ts unless the reading does
  * not stand as it is.  The hint says which attempt, where the line
- * answered this clock last: CLOCK_MONOTONIC (the one benchmarks and
- * runtimes read most) from its line record, inline, the others TSC first;
+ * answered this clock last, the TSC first: CLOCK_MONOTONIC (the one
+ * benchmarks and runtimes read most) from its line record, inline, the
+ * others from the page;
  * the kernel first where it answered the last read; else the page's.
  * Each a tail call, so that none waits for another's prologue.
  */
@@ -1045,7 +1055,7 @@ int pvread_clock_gettime(clockid_t clock, struct timespec *ts)
 
 		if (clock != CLOCK_MONOTONIC)
 			return read_clock_tsc_first(p, hint, clock, ts);
-		if (unlikely(!lean_monotonic(p, &v)))
+		if (unlikely(!lean_monotonic(p, hint, &v)))
 			return read_page(p, clock, ts);
 		/* Once a second: never a loop. */
 		if (unlikely(v.ns >= NSEC_PER_SEC)) {
@@ -1171,7 +1181,7 @@ uint64_t pvread_ns(clockid_t clock)
 
 	if (likely(clock == CLOCK_MONOTONIC) && likely(p) &&
 	    likely(clock_in((uint32_t)hint, CLOCK_MONOTONIC))) {
-		if (likely(lean_monotonic(p, &v)))
+		if (likely(lean_monotonic(p, hint, &v)))
 			return (uint64_t)v.sec * NSEC_PER_SEC + v.ns;
 		return ns_monotonic_page(p);
 	}

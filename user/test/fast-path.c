@@ -584,7 +584,7 @@ static void check_hint_state(struct process *p, struct synthetic *s)
 }
 
 #define NO_PAGE_TEST "no page: a forked child's reads are the kernel's, first, as its parent's"
-#define HINT_TEST "the hint: a line reading names its clock; in mode none (a child that has not checked its offsets, its parent) and with the bound above the tolerance, REALTIME's TSC read once for nothing, then not; MONOTONIC's never"
+#define HINT_TEST "the hint: a line reading names its clock; in mode none (a child that has not checked its offsets, its parent) and with the bound above the tolerance, the TSC read once for nothing, then not (REALTIME from the page, MONOTONIC from its record)"
 
 static void check_hint(struct process *p, struct synthetic *s)
 {
@@ -667,7 +667,7 @@ static void check_hint(struct process *p, struct synthetic *s)
 		   (hint & FAST_RDTSCP) &&
 		   hint >> 32 == 5 &&
 		   child == 1 && none == 1 && left == HINT_KERNEL &&
-		   mchild == 0 && mnone == 0 && mabove == 0 &&
+		   mchild == 1 && mnone == 1 && mabove == 1 &&
 		   clock_in((uint32_t)relined, CLOCK_REALTIME) && above == 1,
 		   "%s", HINT_TEST);
 }
