@@ -847,29 +847,39 @@ static int none_ns(void)
  */
 static int ns_not_below_floor(void)
 {
+	static const clockid_t clocks[] = { CLOCK_MONOTONIC,
+					    CLOCK_MONOTONIC_RAW };
 	struct timespec ts, pause = { 0, 150000000 };
-	int64_t floor, v, lowest = INT64_MAX;
-	int i;
+	int64_t floor[2], v, lowest[2] = { INT64_MAX, INT64_MAX };
+	int i, c, bad = 0;
 
 	if (adopt(PVREAD_MODE_LINE, 0))
 		return 1;
-	pvread_ns(CLOCK_MONOTONIC);	/* a line reading: the floor is kept */
+	/* Line readings: the floors are kept. */
+	for (c = 0; c < 2; c++)
+		pvread_ns(clocks[c]);
 	synthetic_tick(&page);
 	synthetic_line_shift(&page, -100000000);
 	nanosleep(&pause, NULL);
 	set_mode(PVREAD_MODE_NONE);
-	for (i = 0; i < 10; i++)
-		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
-	floor = ns_of(&ts);
-	set_mode(PVREAD_MODE_LINE);
-	for (i = 0; i < 1000; i++) {
-		v = (int64_t)pvread_ns(CLOCK_MONOTONIC);
-		if (v < lowest)
-			lowest = v;
+	for (c = 0; c < 2; c++) {
+		for (i = 0; i < 10; i++)
+			pvread_clock_gettime(clocks[c], &ts);
+		floor[c] = ns_of(&ts);
 	}
-	printf("# the line 100 ms back: the lowest of 1000 pvread_ns readings %lld ns from the floor the kernel's answers raised\n",
-	       (long long)(lowest - floor));
-	return lowest < floor;
+	set_mode(PVREAD_MODE_LINE);
+	for (c = 0; c < 2; c++) {
+		for (i = 0; i < 1000; i++) {
+			v = (int64_t)pvread_ns(clocks[c]);
+			if (v < lowest[c])
+				lowest[c] = v;
+		}
+		/* MONOTONIC from its line record, MONOTONIC_RAW from the page. */
+		printf("# clock %d, the line 100 ms back: the lowest of 1000 pvread_ns readings %lld ns from the floor the kernel's answers raised\n",
+		       (int)clocks[c], (long long)(lowest[c] - floor[c]));
+		bad += lowest[c] < floor[c];
+	}
+	return bad != 0;
 }
 
 /* The line's fields, written as the module would, with no ticker running. */
@@ -2872,6 +2882,9 @@ static int fallback_with_rdtsc_trapped(void)
  * checked, a TSC before the anchor reads as the anchor
  * (line_before_anchor()).
  */
+/* The clock the two tests below read: MONOTONIC's record, or the page. */
+static clockid_t tf_clock = CLOCK_MONOTONIC;
+
 static uint64_t trapped_tsc;
 
 static void update_line(uint64_t *tsc)
@@ -2894,19 +2907,19 @@ static int tsc_first_before_update(void)
 		return skip(no_trap);
 	if (adopt(PVREAD_MODE_LINE, 1000))
 		return 1;
-	pvread_clock_gettime(CLOCK_MONOTONIC, &before);
+	pvread_clock_gettime(tf_clock, &before);
 	pause_ticker();
-	pvread_clock_gettime(CLOCK_MONOTONIC, &before);
+	pvread_clock_gettime(tf_clock, &before);
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGSEGV, &sa, NULL);
 	pvread_get_stats(&st0);
 	tsc_traps = 0;
 	at_next_trap = update_line;
 	prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(tf_clock, &ts);
 	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
 	pvread_get_stats(&st1);
-	want = synthetic_line_ns(&page, CLOCK_MONOTONIC, last_trapped_tsc);
+	want = synthetic_line_ns(&page, tf_clock, last_trapped_tsc);
 	printf("# a TSC read before an update: %lld ns, the new line at the TSC read again %lld (%+lld), %llu retries, %llu slow, %d TSC reads trapped, %lld ns after the reading before\n",
 	       (long long)ns_of(&ts), (long long)want,
 	       (long long)(ns_of(&ts) - want),
@@ -2921,7 +2934,7 @@ static int tsc_first_before_update(void)
 	/* the seq checked now: the next read takes the TSC once, first */
 	tsc_traps = 0;
 	prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(tf_clock, &ts);
 	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
 	printf("# the next read, at the seq checked: %d TSC read(s) trapped\n",
 	       (int)tsc_traps);
@@ -2955,7 +2968,7 @@ static void save_and_restore(uint64_t *tsc)
 	 * (pvread_line_checked): the interrupted one finds it checked, and
 	 * only the count of resumes tells it its TSC is the old host's.
 	 */
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(tf_clock, &ts);
 }
 
 static int tsc_first_before_restore(void)
@@ -2970,25 +2983,38 @@ static int tsc_first_before_restore(void)
 		return skip(no_trap);
 	if (adopt(PVREAD_MODE_LINE, 1000))
 		return 1;
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(tf_clock, &ts);
 	pause_ticker();
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(tf_clock, &ts);
 	old_host_ahead = page.tsc_hz / 10;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGSEGV, &sa, NULL);
 	tsc_traps = 0;
 	at_next_trap = save_and_restore;
-	before = sys_ns(CLOCK_MONOTONIC);
+	before = sys_ns(tf_clock);
 	prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	pvread_clock_gettime(tf_clock, &ts);
 	prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
-	after = sys_ns(CLOCK_MONOTONIC);
-	pvread_clock_gettime(CLOCK_MONOTONIC, &next);
+	after = sys_ns(tf_clock);
+	pvread_clock_gettime(tf_clock, &next);
 	printf("# a TSC read before a restore (the old host's, 100 ms ahead): %+lld ns from the kernel's clock after the read, the next read %+lld ns from it; %d TSC reads trapped\n",
 	       (long long)(ns_of(&ts) - after),
 	       (long long)(ns_of(&next) - ns_of(&ts)), (int)tsc_traps);
 	return at_next_trap || ns_of(&ts) < before - SLACK_NS ||
 	       ns_of(&ts) > after + SLACK_NS || ns_of(&next) < ns_of(&ts);
+}
+
+/* The same two, of CLOCK_REALTIME: the TSC first, then the page itself. */
+static int tsc_first_before_update_realtime(void)
+{
+	tf_clock = CLOCK_REALTIME;
+	return tsc_first_before_update();
+}
+
+static int tsc_first_before_restore_realtime(void)
+{
+	tf_clock = CLOCK_REALTIME;
+	return tsc_first_before_restore();
 }
 
 /*
@@ -3179,6 +3205,8 @@ int main(void)
 	scenario("rdtsc trapped (PR_SET_TSC) and handled: the first fallback after line readings is not killed", fallback_with_rdtsc_trapped);
 	scenario("a TSC read first, before an update: the page checked, the new line at the TSC read again, no retry", tsc_first_before_update);
 	scenario("a TSC read first, before a resume: never with the line after it", tsc_first_before_restore);
+	scenario("REALTIME: a TSC read first, before an update: the page checked, the new line at the TSC read again, no retry", tsc_first_before_update_realtime);
+	scenario("REALTIME: a TSC read first, before a resume: never with the line after it", tsc_first_before_restore_realtime);
 	scenario("mode none, then a line behind the kernel: the first page reading not below the kernel's answers", kernel_answers_then_line);
 	scenario("mode none, the kernel asked first: a page that enters line mode during its read is read at once", kernel_first_then_line);
 	scenario("REALTIME, TAI, gettimeofday after line readings: not back at a fallback; a step of the page's wall clock followed", wall_fallback_not_behind);
