@@ -2285,9 +2285,14 @@ static int writer_stuck_from(int64_t seq)
 
 	if (adopt(PVREAD_MODE_LINE, 0))
 		return 1;
+	/*
+	 * From @seq, the first read is the stuck update's: this copy has
+	 * checked no seq yet (its word names none, not seq 1).
+	 */
 	if (seq >= 0)
 		page.hdr->seq = (uint32_t)seq;
-	pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
+	else
+		pvread_clock_gettime(CLOCK_MONOTONIC, &ts);
 	busy = slow_for(PVREAD_SLOW_BUSY);
 	stuck = slow_for(PVREAD_SLOW_STUCK);
 	synthetic_write_begin(&page);	/* and no end for a while */
