@@ -16,11 +16,14 @@
  * never be below it.
  *
  * In line mode the reads must come from the page (by default at least 99%
- * fast, from pvread_get_stats()) and the page must be in the expected mode
- * throughout, so that the test cannot pass on fallbacks to the kernel.  In
- * mode none (no line: the page's line state says why) every read must be
- * the kernel's, for reason "mode": the kernel's answers are ordered, and
- * the library must keep them so (its floors, its lifts towards a line).
+ * fast, from pvread_get_stats()) and the page must be in line mode at as
+ * large a share of its samples, so that the test cannot pass on fallbacks
+ * to the kernel: a module that stops vouching for a moment (a vCPU of an
+ * emulated guest held off for 140 ms) is doing its job, and the reads of
+ * that moment fall back.  In mode none (no line: the page's line state
+ * says why) every read must be the kernel's, for reason "mode", and every
+ * sample mode none: the kernel's answers are ordered, and the library must
+ * keep them so (its floors, its lifts towards a line).
  *
  *   pvread_order [--expect-mode line|none|any] [--reads N]
  *                [--seconds S] [--max-seconds S] [--procs N] [--threads N]
@@ -28,9 +31,9 @@
  *                [--tolerance NS] [--wait S] [--skew NS] [--source pvread|libc]
  *
  * --expect-mode any: order whatever the mode, the reads judged by the
- * mode the page was in throughout (a skip of "in the expected mode
- * throughout").  --skew NS makes reader 0 (a process, or a thread) subtract NS
- * from every reading: a clock that is not ordered, to see the test fail.
+ * mode the page was in throughout (a skip of "in the expected mode").
+ * --skew NS makes reader 0 (a process, or a thread) subtract NS from every
+ * reading: a clock that is not ordered, to see the test fail.
  * --source libc reads through libc's clock_gettime instead: the kernel's
  * clock, which must pass (no device needed).
  *
@@ -311,6 +314,28 @@ struct options {
 	double min_fast_pct;
 };
 
+/*
+ * The share of the page's samples that must be in the expected mode: in
+ * mode none every one (a line there is the module's bug), in line mode
+ * the share of reads that must be fast.
+ */
+static double mode_share(const struct options *o)
+{
+	return o->expect == PVREAD_MODE_NONE ? 100 : o->min_fast_pct;
+}
+
+static void mode_check_name(char *buf, size_t size, const char *name,
+			    const struct options *o)
+{
+	if (mode_share(o) >= 100)
+		snprintf(buf, size, "%s: page in the expected mode, every sample",
+			 name);
+	else
+		snprintf(buf, size,
+			 "%s: page in the expected mode, at least %.3g%% of the samples",
+			 name, mode_share(o));
+}
+
 static void run_case(const char *name, bool processes, int n,
 		     const struct options *o)
 {
@@ -451,8 +476,7 @@ static void run_case(const char *name, bool processes, int n,
 	snprintf(what, sizeof(what), "%s: reads answered %s", name,
 		 none ? "by the kernel, for reason \"mode\" (mode none)" :
 			"from the page");
-	snprintf(what2, sizeof(what2), "%s: page in the expected mode throughout",
-		 name);
+	mode_check_name(what2, sizeof(what2), name, o);
 	if (source == SRC_LIBC) {
 		pvst_skip(what, "--source libc");
 		pvst_skip(what2, "--source libc");
@@ -477,7 +501,8 @@ static void run_case(const char *name, bool processes, int n,
 			pvst_skip(what2, "any mode accepted");
 		else
 			ksft_test_result(w.samples &&
-					 w.by_mode[o->expect] == w.samples,
+					 100.0 * w.by_mode[o->expect] >=
+					 mode_share(o) * w.samples,
 					 "%s\n", what2);
 	}
 	ok = !ooo && reads;
@@ -691,13 +716,16 @@ int main(int argc, char **argv)
 		static const char *const names[] = {
 			"threads: every pinned reader read",
 			"threads: reads answered from the page",
-			"threads: page in the expected mode throughout",
+			NULL,	/* mode_check_name() */
 			"threads: CLOCK_MONOTONIC, _RAW and BOOTTIME ordered across threads",
 		};
+		char mode_check[160];
 
+		mode_check_name(mode_check, sizeof(mode_check), "threads", &o);
 		if (stop_signal)
 			for (i = 0; i < 4; i++)
-				pvst_skip(names[i], "stopped by a signal before this case");
+				pvst_skip(names[i] ? names[i] : mode_check,
+					  "stopped by a signal before this case");
 		else
 			run_case("threads", false, threads, &o);
 	}
