@@ -17,6 +17,10 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 
 # name | file under user/ | perl substitution (s{...}{...}s, must match)
+#   [| ubsan: built from scratch with -fsanitize=undefined, trapping: a
+#   breakage whose harm is undefined behaviour (a shift by a negative
+#   clock id, a read out of bounds), which an unsanitized build survives
+#   by chance -- it did in one CI run of three]
 MUTANTS=(
     "record-version-not-rechecked|src/info.c|s{\tif \(LOAD\(r->pvclock.version\) != version\)\n\t\treturn READ_RETRY;\n}{}s"
     "tsc-before-record-accepted|src/info.c|s{\tif \(s->tsc < tsc_timestamp\)\n\t\treturn READ_RETRY;\n}{}s"
@@ -48,7 +52,7 @@ MUTANTS=(
     "line-pass-at-rate-0|src/arith.h|s{\tif \(!rate\)\n\t\treturn 0;\n}{}s"
     "line-unchecked-names-seq-1|src/internal.h|s{#define LINE_UNCHECKED \(\(uint64_t\)1 << 63\)}{#define LINE_UNCHECKED ((uint64_t)1 << 31)}s"
     "ns-kernel-first-any-clock-id|src/read.c|s{\t    likely\(\(unsigned int\)clock < PVREAD_NR_CLOCK_BASES\) &&\n\t    likely\(clock_in\(CLOCKS_FINE \| CLOCKS_COARSE, clock\)\)\)}{\t    likely(clock_in(CLOCKS_FINE | CLOCKS_COARSE, clock)))}s"
-    "kernel-answer-any-clock-id|src/internal.h|s{\tif \(unlikely\(ret\) \|\| \(unsigned int\)clock >= PVREAD_NR_CLOCK_BASES \|\|}{\tif (unlikely(ret) ||}s"
+    "kernel-answer-any-clock-id|src/internal.h|s{\tif \(unlikely\(ret\) \|\| \(unsigned int\)clock >= PVREAD_NR_CLOCK_BASES \|\|}{\tif (unlikely(ret) ||}s|ubsan"
     "line-read-without-its-anchor|src/read.c|s{\t\toffset = pvread_line_offset\(stamp, mul, shift, snsec\);}{\t\toffset = snsec;}s"
     "line-record-seq-not-rechecked|src/read.c|s{\tif \(unlikely\(LOAD\(h->seq\) != seq\)\)\n\t\treturn false;\n\tif \(unlikely\(atomic_load_explicit\(&p->mode_seen\[CLOCK_MONOTONIC\]}{\tif (unlikely(atomic_load_explicit(&p->mode_seen[CLOCK_MONOTONIC]}s"
     "line-record-whatever-its-key|src/read.c|s{\tif \(unlikely\(key != seq\) \|\|\n}{\tif (}s"
@@ -142,12 +146,17 @@ want=("$@")
 tmp=$(mktemp -d /tmp/pvread-mutants.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-# build DIR [FILE]: the unit tests the mutants run, in DIR/user, FILE
-# (under user/) taken for changed whatever its time says.  Without
-# -Werror: a mutant may leave a variable or function unused.
+# build DIR [FILE [CFLAGS]]: the unit tests the mutants run, in DIR/user,
+# FILE (under user/) taken for changed whatever its time says.  Without
+# -Werror: a mutant may leave a variable or function unused.  The wait
+# for a stuck writer (MAX_WAIT_TSC) 2^30 ticks, 0.2-0.5 s at a 2-5 GHz
+# TSC, not 2^32 (1-2 s): five scenarios of test/read wait it out, 11 s of
+# every mutant's run at the library's own value, and no mutant changes
+# the wait (test/process's writer that completes 200 ms into it still
+# completes within it).
 build() {
     make -s -C "$1/user" ${2:+-W "$2"} \
-        CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w" \
+        CFLAGS="-O2 -g -std=gnu11 -fvisibility=hidden -w -DMAX_WAIT_TSC=0x40000000ULL ${3:-}" \
         build/test/read build/test/arith build/test/fast-path \
         build/test/mid-update build/test/fallback-static build/test/process
 }
@@ -159,11 +168,12 @@ run() {
     timeout 120 "$@" 2>&1
 }
 
-# try_mutant N NAME FILE SUBST: one mutant in its own copy of the tree;
+# try_mutant N NAME FILE SUBST HOW: one mutant in its own copy of the tree;
 # its line goes to $tmp/N.res, its verdict (killed|survived|broken) to
 # $tmp/N.verdict.
 try_mutant() {
-    local n=$1 name=$2 file=$3 subst=$4 t=$tmp/$1 caught start=$SECONDS
+    local n=$1 name=$2 file=$3 subst=$4 how=$5 t=$tmp/$1 caught start=$SECONDS
+    local extra=""
     # The tree built once, its times kept: make rebuilds what the edit
     # touches (one object and the links, or everything for a header).
     cp -a "$tmp/base" "$t"
@@ -174,7 +184,11 @@ try_mutant() {
         echo broken >"$tmp/$n.verdict"
         return
     fi
-    if ! build "$t" "$file" >"$t/build.log" 2>&1; then
+    if [[ $how == ubsan ]]; then
+        extra="-fsanitize=undefined -fsanitize-undefined-trap-on-error"
+        rm -rf "$t/user/build"
+    fi
+    if ! build "$t" "$file" "$extra" >"$t/build.log" 2>&1; then
         { echo "not ok - $name: the mutant does not build"
           sed 's/^/#   /' "$t/build.log" | tail -5; } >"$tmp/$n.res"
         echo broken >"$tmp/$n.verdict"
@@ -194,7 +208,7 @@ try_mutant() {
                run fallback-static ./build/test/fallback-static &&
                run read ./build/test/read &&
                run process ./build/test/process none ||
-               echo "not ok - the tests exit $? (timeout: 124)"; } |
+               echo "not ok - the tests exit $? (timeout: 124)"; } 2>&1 |
              awk '/^# mutant-run /{ prog = $3 }
                   /^not ok/{ sub(/^not ok ([0-9]+ )?- /, "");
                              print prog ": " $0; exit }')
@@ -224,13 +238,18 @@ njobs=${PVREAD_MUTANT_JOBS:-$(nproc)}
 ran=()
 for i in "${!MUTANTS[@]}"; do
     IFS='|' read -r name file subst <<<"${MUTANTS[i]}"
+    how=''
+    # The substitution may hold "|" itself: a mark is its entry's end.
+    if [[ $subst == *'}s|ubsan' ]]; then
+        how=ubsan subst=${subst%|ubsan}
+    fi
     if ((${#want[@]})) && ! printf '%s\n' "${want[@]}" | grep -qx "$name"; then
         continue
     fi
     while (($(jobs -rp | wc -l) >= njobs)); do
         wait -n || true
     done
-    try_mutant "$i" "$name" "$file" "$subst" &
+    try_mutant "$i" "$name" "$file" "$subst" "$how" &
     ran+=("$i")
 done
 wait
