@@ -713,18 +713,21 @@ int main(int argc, char **argv)
 	if (cases & 1)
 		run_case("processes", true, procs, &o);
 	if (cases & 2) {
-		static const char *const names[] = {
+		char mode_check[160];
+		const char *const names[] = {
 			"threads: every pinned reader read",
+			/* run_case()'s, where the mode is known beforehand */
+			o.expect == PVREAD_MODE_NONE ?
+			"threads: reads answered by the kernel, for reason \"mode\" (mode none)" :
 			"threads: reads answered from the page",
-			NULL,	/* mode_check_name() */
+			mode_check,
 			"threads: CLOCK_MONOTONIC, _RAW and BOOTTIME ordered across threads",
 		};
-		char mode_check[160];
 
 		mode_check_name(mode_check, sizeof(mode_check), "threads", &o);
 		if (stop_signal)
 			for (i = 0; i < 4; i++)
-				pvst_skip(names[i] ? names[i] : mode_check,
+				pvst_skip(names[i],
 					  "stopped by a signal before this case");
 		else
 			run_case("threads", false, threads, &o);

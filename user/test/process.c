@@ -773,7 +773,7 @@ static void pin(int cpu)
 
 static void *complete_record(void *arg)
 {
-	struct timespec pause = { 0, 200 * 1000 * 1000 };
+	struct timespec pause = { 0, 50 * 1000 * 1000 };
 	struct pvread_record *r = arg;
 
 	nanosleep(&pause, NULL);
@@ -784,7 +784,7 @@ static void *complete_record(void *arg)
 /*
  * The header's update runs out of time while record 0 happens to be in an
  * update of its own: only the header is remembered stuck.  A sample of
- * record 0 then waits for its update to complete (200 ms later), instead
+ * record 0 then waits for its update to complete (50 ms later), instead
  * of giving up at once.
  */
 static int record_odd_at_header_stuck(void)
@@ -809,7 +809,7 @@ static int record_odd_at_header_stuck(void)
 	ret = pvread_sample_pvclock(&smp);
 	err = errno;
 	pthread_join(t, NULL);
-	printf("# record 0 odd when the header's wait ran out, complete 200 ms later: pvread_sample_pvclock %d (%s)\n",
+	printf("# record 0 odd when the header's wait ran out, complete 50 ms later: pvread_sample_pvclock %d (%s)\n",
 	       ret, ret ? strerror(err) : "sampled");
 	synthetic_write_end(&page);
 	return ret != 0;
