@@ -277,13 +277,19 @@ pvread_state() {
 	[ ! -e "$_s/refresh" ] || pvread_refresh_state "$@"
 }
 
+# pvread_tsc_traps: Xen emulates rdtsc here (the module loaded says so),
+# as in a domU under the default tsc_mode: each read traps into Xen.
+pvread_tsc_traps() {
+	grep -q 'emulated=1' /sys/class/misc/pvread/xen_tsc 2>/dev/null
+}
+
 # pvread_line_reads N: how many reads of the line a count test makes
-# where it wants N: N, or N / 5 where Xen emulates rdtsc (a domU under the
-# default tsc_mode: each read traps into Xen, 9-30 us under the emulator,
-# 0.03-0.13 M reads/s across 2 vCPUs as the host's load varies, against
-# 2 M/s and more on the native TSC: 10^7 reads took 75-300 s a case).
+# where it wants N: N, or N / 5 where rdtsc traps (9-30 us a read under
+# the emulator, 0.03-0.13 M reads/s across 2 vCPUs as the host's load
+# varies, against 2 M/s and more on the native TSC: 10^7 reads took
+# 75-300 s a case).
 pvread_line_reads() {
-	if grep -q 'emulated=1' /sys/class/misc/pvread/xen_tsc 2>/dev/null; then
+	if pvread_tsc_traps; then
 		echo $(($1 / 5))
 	else
 		echo "$1"

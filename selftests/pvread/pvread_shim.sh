@@ -97,7 +97,7 @@ fi
 # and 2 * 10^4 where Xen emulates rdtsc (a domU: 100 s for 3 * 10^5).
 m=1000000
 [ "$where" = xen ] && m=100000
-grep -q 'emulated=1' /sys/class/misc/pvread/xen_tsc 2>/dev/null && m=20000
+pvread_tsc_traps && m=20000
 for call in gettimeofday clock_gettime time; do
 	out=$(LD_PRELOAD=$shim timeloop -c $call $m)
 	rc=$?

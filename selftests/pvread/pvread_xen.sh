@@ -40,7 +40,7 @@ done
 # The same programs as the kselftest runner runs them; not again where
 # Xen emulates rdtsc (a domU: 143 s there, against 23-38 in a dom0, which
 # every default machine on Xen but the domUs is, each running it).
-if grep -q 'emulated=1' $sys/xen_tsc 2>/dev/null; then
+if pvread_tsc_traps; then
 	echo "# kselftest: run_kselftest.sh -c pvread left to the dom0s: Xen emulates rdtsc here"
 else
 	run_kselftest_pvread xen
@@ -125,7 +125,7 @@ pvread_state "after the stress run"
 # emulator (xen417-domu-line2: 10^7 calls in 96 s on one host, 2 * 10^6
 # in 30-42 s on another, 159 s for the script), and 5 * 10^5.
 shim_calls=${2:-100000000}
-grep -q 'emulated=1' $sys/xen_tsc 2>/dev/null && shim_calls=500000
+pvread_tsc_traps && shim_calls=500000
 pvread_sub pvread_shim.sh sh "$pvread_dir/pvread_shim.sh" xen $shim_calls
 
 # Refused while the device is open (a process holding it mapped).
